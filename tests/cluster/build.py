@@ -1,0 +1,143 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Build the local control plane's binaries from their Go modules, cached by version.
+
+`go install pkg@version` refuses kube-apiserver and the etcd server because their
+go.mod files carry replace directives. We build them through a small wrapper module
+whose replace lines are generated from the release's own go.mod: every local-path
+replacement (k8s.io/api => ./staging/src/k8s.io/api) becomes the published module at
+the matching version (k8s.io/api v0.36.3). How is the collection's business
+(plugins/module_utils/gobuild.py, shared with the scheduler_image_build module);
+this script only knows what the local control plane needs and where it is cached.
+
+Prints the directory holding the binaries. Warm runs only check files exist.
+"""
+import argparse
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+
+# The Go build knowledge lives in the collection (plugins/module_utils/gobuild.py,
+# standard library only); load it by path so this script needs no collection tree.
+_SPEC = importlib.util.spec_from_file_location(
+    "vmsched_gobuild", ROOT / "plugins" / "module_utils" / "gobuild.py")
+gobuild = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(gobuild)
+
+# Kept for callers of this script's old API.
+published_version = gobuild.published_version
+kube_ldflags = gobuild.kube_ldflags
+
+
+def read_versions(path=HERE / "versions.env"):
+    versions = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, _sep, value = line.partition("=")
+            versions[key.strip()] = value.strip()
+    return versions
+
+
+def cache_dir():
+    return Path(gobuild.default_cache_dir())
+
+
+def go_env():
+    return dict(os.environ, **gobuild.go_env_overrides())
+
+
+def log(msg):
+    print(f"[build {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def _streaming_runner(cmd, cwd=None, env=None):
+    """go's progress and errors go straight to the terminal; stdout (JSON) is captured."""
+    proc = subprocess.run(cmd, cwd=cwd, env=dict(os.environ, **(env or {})), stdout=subprocess.PIPE,
+                          text=True, check=False)
+    return proc.returncode, proc.stdout, ""
+
+
+def go_builder():
+    return gobuild.GoBuilder(runner=_streaming_runner, log=log)
+
+
+def wrapper_replaces(module, version):
+    """(old, new, version) replace lines of a wrapper module for module@version."""
+    gomod = go_builder().module_gomod(module, version)
+    return [(old, new, ver) for old, _old_version, new, ver in gobuild.replaces_from_gomod(gomod, version)]
+
+
+def build_wrapped(name, module, version, packages, out, ldflags="", tags=""):
+    """Build main packages of a module that cannot be `go install`ed."""
+    src = cache_dir() / "src" / f"{name}-{version}"
+    targets = [out / ("etcd" if name == "etcd" else pkg.rstrip("/").split("/")[-1]) for pkg in packages]
+    try:
+        go_builder().build_wrapped(str(src), name, module, version, packages, targets, ldflags=ldflags, tags=tags)
+    except gobuild.GoBuildError as exc:
+        sys.exit(f"build.py: {exc}")
+
+
+def components(versions):
+    k8s, etcd, kwok = versions["KUBERNETES_VERSION"], versions["ETCD_VERSION"], versions["KWOK_VERSION"]
+    kube_cmds = ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"]
+    return [
+        # (name, version, binaries, builder)
+        ("etcd", etcd, ["etcd"], lambda out: build_wrapped(
+            "etcd", "go.etcd.io/etcd/server/v3", etcd, ["go.etcd.io/etcd/server/v3"], out,
+            ldflags="-s -w")),
+        ("kubernetes", k8s, kube_cmds, lambda out: build_wrapped(
+            "kubernetes", "k8s.io/kubernetes", k8s,
+            [f"k8s.io/kubernetes/cmd/{c}" for c in kube_cmds], out,
+            ldflags=kube_ldflags(k8s), tags=gobuild.KUBE_BUILD_TAGS)),
+        ("kwok", kwok, ["kwok", "kwokctl"], lambda out: [
+            subprocess.run(["go", "install", "-trimpath", "-ldflags", f"-s -w -X sigs.k8s.io/kwok/pkg/consts.Version={kwok}",
+                            f"sigs.k8s.io/kwok/cmd/{b}@{kwok}"],
+                           env=dict(go_env(), GOBIN=str(out)), check=True)
+            for b in ("kwok", "kwokctl")]),
+    ]
+
+
+def bin_dir(versions=None):
+    versions = versions or read_versions()
+    return cache_dir() / "bin" / "-".join(
+        versions[k] for k in ("KUBERNETES_VERSION", "ETCD_VERSION", "KWOK_VERSION"))
+
+
+def ensure_built():
+    """Return the directory of the pinned binaries, building what is missing."""
+    versions = read_versions()
+    bindir = bin_dir(versions)
+    todo = [c for c in components(versions) if not all((bindir / b).exists() for b in c[2])]
+    if not todo:
+        return bindir
+    if shutil.which("go") is None:
+        sys.exit("build.py: Go is not installed; .ci/run installs it (see README, Requirements).")
+    bindir.mkdir(parents=True, exist_ok=True)
+    for name, version, binaries, builder in todo:
+        started = time.monotonic()
+        log(f"{name} {version}: cold build (kube-apiserver alone takes minutes on 2 cores)")
+        with tempfile.TemporaryDirectory(dir=bindir.parent) as tmp:
+            builder(Path(tmp))
+            for b in binaries:
+                os.replace(Path(tmp) / b, bindir / b)
+        log(f"{name} {version}: done in {time.monotonic() - started:.0f}s")
+    return bindir
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--print-bin", action="store_true", help="only print the bin directory")
+    args = parser.parse_args()
+    print(bin_dir() if args.print_bin else ensure_built())
+
+
+if __name__ == "__main__":
+    main()

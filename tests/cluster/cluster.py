@@ -1,0 +1,237 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The local control plane: real Kubernetes components, KWOK nodes, simulated KubeVirt.
+
+    cluster.py up [--kubevirt 1.6|1.5]   start (or reuse) the cluster, print its kubeconfig
+    cluster.py down                      stop it and remove .cluster/
+    cluster.py kubevirt VERSION          switch the installed KubeVirt API (CRDs, CR status)
+
+kwokctl's binary runtime runs etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler and kwok-controller from the binaries build.py made. Only KubeVirt's
+controllers are simulated (simulator.py), because KubeVirt needs KVM.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+STATE = Path(os.environ.get("VMSCHED_CLUSTER_DIR", ROOT / ".cluster"))
+KUBECONFIG = STATE / "kubeconfig"
+NAME = "vmsched"
+KUBEVIRT_NAMESPACE = "kubevirt"
+
+sys.path.insert(0, str(HERE))
+import build  # noqa: E402  pylint: disable=wrong-import-position
+import kubevirt_crds  # noqa: E402  pylint: disable=wrong-import-position
+
+
+def log(msg):
+    print(f"[cluster {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def default_kubevirt():
+    return build.read_versions()["KUBEVIRT_API"]
+
+
+def bin_dir():
+    return build.ensure_built()
+
+
+def kubectl(*args, stdin=None, check=True, capture=True):
+    cmd = [str(bin_dir() / "kubectl"), "--kubeconfig", str(KUBECONFIG), *args]
+    return subprocess.run(cmd, input=stdin, text=True, check=check,
+                          capture_output=capture)
+
+
+def apply(objects):
+    """Server-side apply a list of objects: idempotent, so `up` can run any number of times."""
+    docs = "\n---\n".join(yaml.safe_dump(o, sort_keys=False) for o in objects)
+    kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=vmsched-cluster", "-f", "-", stdin=docs)
+
+
+def reachable():
+    if not KUBECONFIG.exists():
+        return False
+    return kubectl("get", "--raw", "/readyz", check=False).returncode == 0
+
+
+def kwokctl(*args):
+    env = dict(os.environ, KWOK_WORKDIR=str(STATE / "kwok"),
+               KWOK_KUBECTL_BINARY=str(bin_dir() / "kubectl"))
+    cmd = [str(bin_dir() / "kwokctl"), "--name", NAME, *args]
+    log("$ kwokctl --name " + NAME + " " + " ".join(args[:2]))
+    return subprocess.run(cmd, env=env, check=False, capture_output=True, text=True)
+
+
+def create_control_plane():
+    b = bin_dir()
+    kwokctl("delete", "cluster")
+    STATE.mkdir(parents=True, exist_ok=True)
+    KUBECONFIG.unlink(missing_ok=True)
+    started = time.monotonic()
+    result = kwokctl(
+        "create", "cluster", "--config", str(HERE / "kwokctl.yaml"),
+        "--kubeconfig", str(KUBECONFIG),
+        "--kube-audit-policy", str(HERE / "audit-policy.yaml"),
+        "--etcd-binary", str(b / "etcd"),
+        "--kube-apiserver-binary", str(b / "kube-apiserver"),
+        "--kube-controller-manager-binary", str(b / "kube-controller-manager"),
+        "--kube-scheduler-binary", str(b / "kube-scheduler"),
+        "--kwok-controller-binary", str(b / "kwok"),
+        "--wait", "90s")
+    if result.returncode != 0:
+        sys.exit(f"cluster.py: kwokctl create cluster failed:\n{result.stdout}\n{result.stderr}\n"
+                 f"component logs: {STATE / 'kwok' / 'clusters' / NAME / 'logs'}")
+    audit = STATE / "audit.log"
+    audit.unlink(missing_ok=True)
+    audit.symlink_to(Path("kwok") / "clusters" / NAME / "logs" / "audit.log")
+    log(f"control plane created in {time.monotonic() - started:.0f}s")
+
+
+def node_objects(count=None):
+    """Expand nodes.yaml into Node objects; the pattern repeats past its end."""
+    fixture = yaml.safe_load((HERE / "nodes.yaml").read_text())
+    pattern = fixture["nodes"]
+    count = count or int(os.environ.get("VMSCHED_NODES", len(pattern)))
+    launcher = "quay.io/kubevirt/virt-launcher:" + kubevirt_crds.release(default_kubevirt())
+    nodes = []
+    for i in range(count):
+        spec = pattern[i % len(pattern)]
+        name = spec["name"] if i < len(pattern) else f"node{i + 1:02d}"
+        labels = dict(fixture["defaults"]["labels"], **spec.get("labels", {}))
+        labels.update({"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                       "kubernetes.io/arch": "amd64", "topology.kubernetes.io/zone": spec["zone"]})
+        # 50 images per node, like a kubelet at its cap; virt-launcher only where the fixture says.
+        images = [f"registry.example/app-{i % 7}-{n}:v1" for n in range(50)]
+        if spec.get("virt_launcher_image"):
+            images[-1] = launcher
+        nodes.append({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": labels,
+                         "annotations": {"kwok.x-k8s.io/node": "fake",
+                                         "node.alpha.kubernetes.io/ttl": "0"}},
+            "spec": {"taints": spec.get("taints", []), "unschedulable": bool(spec.get("unschedulable"))},
+            "status": {"capacity": fixture["defaults"]["capacity"],
+                       "allocatable": fixture["defaults"]["capacity"],
+                       "images": [{"names": [img], "sizeBytes": 100_000_000 + n} for n, img in enumerate(images)]},
+        })
+    return nodes
+
+
+def create_nodes():
+    nodes = node_objects()
+    # Node status is taken on create (a kubelet registers this way); apply would drop it.
+    existing = set(kubectl("get", "nodes", "-o", "name").stdout.split())
+    fresh = [n for n in nodes if f"node/{n['metadata']['name']}" not in existing]
+    if fresh:
+        kubectl("create", "-f", "-", stdin="\n---\n".join(yaml.safe_dump(n) for n in fresh))
+    kubectl("wait", "--for=condition=Ready", "node", "--all", "--timeout=60s")
+    log(f"{len(nodes)} nodes Ready")
+
+
+def install_kubevirt(variant):
+    """Play virt-operator: CRDs of the chosen KubeVirt API and a KubeVirt CR reporting its version."""
+    release = kubevirt_crds.release(variant)
+    apply(kubevirt_crds.crds(variant))
+    kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KUBEVIRT_NAMESPACE}},
+           {"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+            "metadata": {"name": "kubevirt", "namespace": KUBEVIRT_NAMESPACE},
+            "spec": {"configuration": {"developerConfiguration": {"featureGates": []}}}}])
+    status = {"status": {"phase": "Deployed", "observedKubeVirtVersion": release,
+                         "targetKubeVirtVersion": release, "observedKubeVirtRegistry": "quay.io/kubevirt"}}
+    kubectl("patch", "kubevirt", "kubevirt", "-n", KUBEVIRT_NAMESPACE, "--subresource=status",
+            "--type=merge", "-p", json.dumps(status))
+    log(f"KubeVirt API {release} installed (simulated)")
+
+
+def simulator_pid():
+    pidfile = STATE / "simulator.pid"
+    try:
+        pid = int(pidfile.read_text())
+        os.kill(pid, 0)
+        return pid
+    except (FileNotFoundError, ValueError, ProcessLookupError):
+        return None
+
+
+def start_simulator():
+    if simulator_pid():
+        return
+    # The simulator writes this file once its caches have synced and the API server
+    # has been seen calling its admission webhooks: tests may start right after.
+    ready = STATE / "simulator" / "ready"
+    ready.unlink(missing_ok=True)
+    logfile = open(STATE / "simulator.log", "ab")  # pylint: disable=consider-using-with
+    proc = subprocess.Popen(  # pylint: disable=consider-using-with
+        [sys.executable, str(HERE / "simulator.py"), "--kubeconfig", str(KUBECONFIG)],
+        stdout=logfile, stderr=subprocess.STDOUT, start_new_session=True)
+    (STATE / "simulator.pid").write_text(str(proc.pid))
+    deadline = time.monotonic() + 60
+    while not ready.exists():
+        if proc.poll() is not None:
+            sys.exit(f"cluster.py: the KubeVirt simulator exited at start; see {STATE / 'simulator.log'}")
+        if time.monotonic() > deadline:
+            sys.exit(f"cluster.py: the KubeVirt simulator is not ready after 60s; see {STATE / 'simulator.log'}")
+        time.sleep(0.2)
+    log(f"KubeVirt simulator ready (pid {proc.pid}, log .cluster/simulator.log)")
+
+
+def stop_simulator():
+    pid = simulator_pid()
+    if pid:
+        os.kill(pid, signal.SIGTERM)
+    (STATE / "simulator.pid").unlink(missing_ok=True)
+
+
+def up(variant):
+    started = time.monotonic()
+    if reachable():
+        log("control plane already up; reusing it")
+    else:
+        stop_simulator()
+        create_control_plane()
+    create_nodes()
+    install_kubevirt(variant)
+    start_simulator()
+    log(f"up in {time.monotonic() - started:.0f}s; export KUBECONFIG={KUBECONFIG}")
+
+
+def down():
+    stop_simulator()
+    if (STATE / "kwok").exists():
+        result = kwokctl("delete", "cluster")
+        if result.returncode != 0:
+            log(result.stderr.strip())
+    subprocess.run(["rm", "-rf", str(STATE)], check=True)
+    log("down")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_up = sub.add_parser("up")
+    p_up.add_argument("--kubevirt", default=os.environ.get("VMSCHED_KUBEVIRT", default_kubevirt()))
+    sub.add_parser("down")
+    p_kv = sub.add_parser("kubevirt")
+    p_kv.add_argument("version")
+    args = parser.parse_args()
+    if args.command == "up":
+        up(args.kubevirt)
+    elif args.command == "down":
+        down()
+    else:
+        install_kubevirt(args.version)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Fixtures for tests against the local control plane (`make cluster-up`)."""
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from kubernetes import client, config, dynamic
+
+ROOT = Path(__file__).resolve().parents[2]
+KUBECONFIG = Path(os.environ.get("VMSCHED_TEST_KUBECONFIG", ROOT / ".cluster" / "kubeconfig"))
+
+
+@pytest.fixture(scope="session")
+def kubeconfig() -> Path:
+    if not KUBECONFIG.exists():
+        pytest.fail(f"no local control plane: {KUBECONFIG} is missing; run `make cluster-up` "
+                    "(or `make integration`, which starts it)", pytrace=False)
+    return KUBECONFIG
+
+
+@pytest.fixture(scope="session")
+def api_client(kubeconfig) -> client.ApiClient:
+    return config.new_client_from_config(config_file=str(kubeconfig))
+
+
+@pytest.fixture(scope="session")
+def core(api_client) -> client.CoreV1Api:
+    return client.CoreV1Api(api_client)
+
+
+@pytest.fixture(scope="session")
+def dyn(api_client) -> dynamic.DynamicClient:
+    return dynamic.DynamicClient(api_client)
+
+
+@pytest.fixture
+def namespace(core):
+    """A fresh namespace per test, deleted afterwards."""
+    name = "t-" + uuid.uuid4().hex[:10]
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    # The namespace's default ServiceAccount must exist before pods can be created.
+    wait_for(lambda: core.read_namespaced_service_account("default", name), f"default ServiceAccount in {name}",
+             exceptions=(client.ApiException,))
+    yield name
+    core.delete_namespace(name)
+
+
+@pytest.fixture(scope="session")
+def wait():
+    """The polling helper, as a fixture so tests need not import conftest."""
+    return wait_for
+
+
+def wait_for(predicate, what, timeout=60.0, interval=0.1, exceptions=()):
+    """Poll predicate until it returns a truthy value; fail naming `what` and the last value seen."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = predicate()
+        except exceptions as exc:  # not there yet
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last seen: {last!r}", pytrace=False)
