@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -72,14 +73,45 @@ def kwokctl(*args):
     return subprocess.run(cmd, env=env, check=False, capture_output=True, text=True)
 
 
+# Set VMSCHED_PORT_OFFSET to run a second local control plane beside the first
+# (a CI run in another clone, say): every port moves by the offset.
+PORT_OFFSET = int(os.environ.get("VMSCHED_PORT_OFFSET", "0"))
+WEBHOOK_PORT = 32448 + PORT_OFFSET
+
+
+def kwokctl_config():
+    """tests/cluster/kwokctl.yaml with its ports moved by PORT_OFFSET, written to .cluster/."""
+    config = yaml.safe_load((HERE / "kwokctl.yaml").read_text())
+    options = config["options"]
+    ports = [k for k, v in options.items() if k.endswith("Port") and not isinstance(v, bool)]  # securePort is a flag
+    for key in ports:
+        options[key] += PORT_OFFSET
+    path = STATE / "kwokctl.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path, sorted(options[k] for k in ports) + [WEBHOOK_PORT]
+
+
+def check_ports_free(ports):
+    """kwokctl waits minutes on a port another process holds; say so at once instead."""
+    for port in ports:
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                sys.exit(f"cluster.py: port {port} on 127.0.0.1 is in use (another local control plane? "
+                         f"stop it with `make cluster-down` in its checkout, or set VMSCHED_PORT_OFFSET)")
+
+
 def create_control_plane():
     b = bin_dir()
     kwokctl("delete", "cluster")
     STATE.mkdir(parents=True, exist_ok=True)
     KUBECONFIG.unlink(missing_ok=True)
+    config, ports = kwokctl_config()
+    check_ports_free(ports)
     started = time.monotonic()
     result = kwokctl(
-        "create", "cluster", "--config", str(HERE / "kwokctl.yaml"),
+        "create", "cluster", "--config", str(config),
         "--kubeconfig", str(KUBECONFIG),
         "--kube-audit-policy", str(HERE / "audit-policy.yaml"),
         "--etcd-binary", str(b / "etcd"),
@@ -173,7 +205,8 @@ def start_simulator():
     ready.unlink(missing_ok=True)
     logfile = open(STATE / "simulator.log", "ab")  # pylint: disable=consider-using-with
     proc = subprocess.Popen(  # pylint: disable=consider-using-with
-        [sys.executable, str(HERE / "simulator.py"), "--kubeconfig", str(KUBECONFIG)],
+        [sys.executable, str(HERE / "simulator.py"), "--kubeconfig", str(KUBECONFIG),
+         "--webhook-port", str(WEBHOOK_PORT)],
         stdout=logfile, stderr=subprocess.STDOUT, start_new_session=True)
     (STATE / "simulator.pid").write_text(str(proc.pid))
     deadline = time.monotonic() + 60
