@@ -95,6 +95,8 @@ def check_ports_free(ports):
     """kwokctl waits minutes on a port another process holds; say so at once instead."""
     for port in ports:
         with socket.socket() as sock:
+            # Like the servers themselves: connections in TIME_WAIT do not make a port busy.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:
