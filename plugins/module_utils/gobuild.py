@@ -165,7 +165,7 @@ def parse_download(stdout, module, version):
 
 def download_error_message(module, version, error):
     """Explain why a module could not be downloaded, and what to do about it."""
-    head = "cannot download the Go module %s@%s: %s" % (module, version, error.strip())
+    head = "cannot download the Go module %s@%s: %s" % (module, version, error.strip().rstrip("."))
     if "403" in error or "410" in error or "not available" in error:
         return (head + ". The Go module proxy refuses this module version. Point GOPROXY at a proxy that serves it "
                 "(or GOPROXY=direct where its repository is reachable), or use mode mirror/resolve with an image "
