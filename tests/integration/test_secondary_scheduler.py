@@ -1,0 +1,392 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The secondary_scheduler role against the local control plane.
+
+KWOK makes the role's Deployment pods Ready without running anything, so the
+configuration and the RBAC are proven by starting the real kube-scheduler binary
+of the control plane's version here, with the configuration read back from the
+applied ConfigMap and a token of the role's ServiceAccount (not admin).
+
+Every test uses its own namespace; cluster-scoped objects the role creates carry
+the namespace in their names, so parallel runs do not collide.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client
+
+from .registry import free_port, run_playbook
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAYBOOK = ROOT / "tests" / "integration" / "playbooks" / "secondary_scheduler.yml"
+AUDIT_LOG = ROOT / ".cluster" / "audit.log"
+sys.path.insert(0, str(ROOT / "tests" / "cluster"))
+import build  # noqa: E402  pylint: disable=wrong-import-position
+
+K8S = build.read_versions()["KUBERNETES_VERSION"]
+IMAGE = f"registry.k8s.io/kube-scheduler:{K8S}"  # any image works under KWOK
+MANAGED_BY = "app.kubernetes.io/managed-by=vmsched.kubevirt.secondary_scheduler"
+WRITES = {"create", "update", "patch", "delete", "deletecollection"}
+
+# (api_version, kind, namespace: None = cluster-scoped, "" = the test namespace)
+KINDS = [
+    ("apps/v1", "Deployment", ""),
+    ("policy/v1", "PodDisruptionBudget", ""),
+    ("v1", "ConfigMap", ""),
+    ("v1", "ServiceAccount", ""),
+    ("rbac.authorization.k8s.io/v1", "Role", ""),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding", ""),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding", "kube-system"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole", None),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", None),
+]
+
+
+@pytest.fixture
+def run(kubeconfig, namespace):
+    """run(replicas=2, ...) runs the role in the test namespace with secondary_scheduler_<key> variables."""
+
+    def _run(check=False, **variables):
+        values = {"namespace": namespace, "image": IMAGE, "rollout_timeout": 60}
+        values.update(variables)
+        return run_playbook(PLAYBOOK, {f"secondary_scheduler_{k}": v for k, v in values.items()}, kubeconfig,
+                            check=check)
+
+    return _run
+
+
+@pytest.fixture
+def cleanup(run):
+    """Make sure cluster-scoped objects go even when a test fails half-way."""
+    names = []
+    yield names
+    for name in names or ["kubevirt-scheduler"]:
+        run(state="absent", name=name)
+
+
+def owned(dyn, namespace, name="kubevirt-scheduler"):
+    """Every object carrying this scheduler's labels, as (kind, namespace, name)."""
+    selector = (f"{MANAGED_BY},app.kubernetes.io/instance={name},"
+                f"vmsched.kubevirt.io/scheduler-namespace={namespace}")
+    found = set()
+    for api_version, kind, ns in KINDS:
+        resource = dyn.resources.get(api_version=api_version, kind=kind)
+        where = namespace if ns == "" else ns
+        items = resource.get(namespace=where, label_selector=selector).items if where else \
+            resource.get(label_selector=selector).items
+        found.update((kind, item.metadata.namespace, item.metadata.name) for item in items)
+    return found
+
+
+def resource_versions(dyn, namespace, name="kubevirt-scheduler"):
+    """resourceVersion of every object the role owns: unchanged means nothing was written."""
+    result = {}
+    for kind, ns, obj_name in owned(dyn, namespace, name):
+        api_version = next(a for a, k, _n in KINDS if k == kind)
+        resource = dyn.resources.get(api_version=api_version, kind=kind)
+        obj = resource.get(name=obj_name, namespace=ns) if ns else resource.get(name=obj_name)
+        result[(kind, ns, obj_name)] = obj.metadata.resourceVersion
+    return result
+
+
+def deployment(dyn, namespace, name="kubevirt-scheduler"):
+    return dyn.resources.get(api_version="apps/v1", kind="Deployment").get(name=name, namespace=namespace).to_dict()
+
+
+def config_volume(dep):
+    return [v["configMap"]["name"] for v in dep["spec"]["template"]["spec"]["volumes"] if v["name"] == "config"][0]
+
+
+def config_maps(core, namespace):
+    return sorted(cm.metadata.name for cm in core.list_namespaced_config_map(namespace, label_selector=MANAGED_BY).items)
+
+
+class Audit:
+    """Writes to the test's objects recorded by the API server's audit log after a mark."""
+
+    def __init__(self, namespace):
+        self.namespace = namespace
+        self.offset = AUDIT_LOG.stat().st_size
+
+    def writes(self):
+        time.sleep(1.5)  # the log backend writes asynchronously
+        found = []
+        with AUDIT_LOG.open() as log:
+            log.seek(self.offset)
+            for line in log:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                ref = event.get("objectRef") or {}
+                if event.get("verb") not in WRITES or "dryRun" in event.get("requestURI", ""):
+                    continue
+                ours = ref.get("namespace") == self.namespace or \
+                    str(ref.get("name", "")).startswith(f"vmsched:{self.namespace}:")
+                if ours:
+                    found.append((event["verb"], ref.get("resource"), ref.get("namespace"), ref.get("name"),
+                                  event["user"]["username"]))
+        return found
+
+
+def test_converge_idempotent_check_mode_and_absent(run, dyn, core, namespace, cleanup):
+    first = run(replicas=2)
+    assert not first.failed, first.failure
+    assert first.changed > 0
+    objects = owned(dyn, namespace)
+    kinds = sorted(kind for kind, _ns, _name in objects)
+    assert kinds == sorted(["ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding", "ClusterRoleBinding",
+                            "ConfigMap", "Deployment", "PodDisruptionBudget", "Role", "RoleBinding", "RoleBinding",
+                            "ServiceAccount"]), objects
+
+    dep = deployment(dyn, namespace)
+    cm = core.read_namespaced_config_map(config_volume(dep), namespace)
+    config = yaml.safe_load(cm.data["config.yaml"])
+    assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
+    assert config["leaderElection"] == {"leaderElect": True, "resourceLock": "leases",
+                                        "resourceName": "kubevirt-scheduler", "resourceNamespace": namespace}
+    assert config["profiles"] == [{"schedulerName": "kubevirt-scheduler",
+                                   "plugins": {"score": {"disabled": [{"name": "ImageLocality"}]}}}]
+    container = dep["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == IMAGE
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": 10259, "scheme": "HTTPS"}
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert dep["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
+    assert dep["spec"]["template"]["spec"]["priorityClassName"] == "system-cluster-critical"
+    lease_role = dyn.resources.get(api_version="rbac.authorization.k8s.io/v1", kind="Role").get(
+        name="kubevirt-scheduler-leader-election", namespace=namespace).to_dict()
+    assert {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["kubevirt-scheduler"],
+            "verbs": ["get", "list", "watch", "update"]} in lease_role["rules"]
+    cluster_role = dyn.resources.get(api_version="rbac.authorization.k8s.io/v1", kind="ClusterRole").get(
+        name=f"vmsched:{namespace}:kubevirt-scheduler").to_dict()
+    assert [r["apiGroups"] for r in cluster_role["rules"]] == [["storage.k8s.io"]]  # no metrics.k8s.io
+
+    # Server-side apply sends its (no-op) patches again: nothing may change on the server.
+    versions = resource_versions(dyn, namespace)
+    second = run(replicas=2)
+    assert not second.failed, second.failure
+    assert second.changed == 0, [name for name, result in second.results if result.get("changed")]
+    assert resource_versions(dyn, namespace) == versions
+
+    # Check mode with real changes to make (a new configuration, one replica): nothing is written.
+    audit = Audit(namespace)
+    check = run(check=True, replicas=1, verbosity=4,
+                plugin_config=[{"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "MostAllocated"}}}])
+    assert not check.failed, check.failure
+    assert check.changed > 0
+    assert audit.writes() == []
+    assert owned(dyn, namespace) == objects
+    assert deployment(dyn, namespace)["metadata"]["generation"] == dep["metadata"]["generation"]
+
+    # absent removes what the role made and nothing else, even look-alikes.
+    core.create_namespaced_config_map(namespace, client.V1ConfigMap(metadata=client.V1ObjectMeta(
+        name="kubevirt-scheduler-config-mine", labels={"app.kubernetes.io/instance": "kubevirt-scheduler"})))
+    gone = run(state="absent")
+    assert not gone.failed, gone.failure
+    assert owned(dyn, namespace) == set()
+    assert core.read_namespaced_config_map("kubevirt-scheduler-config-mine", namespace)
+    assert core.read_namespaced_service_account("default", namespace)
+    again = run(state="absent")
+    assert not again.failed and again.changed == 0
+
+
+# --- the real kube-scheduler ---------------------------------------------------------
+
+
+def token_kubeconfig(api_client, core, namespace, service_account, path: Path):
+    """A kubeconfig authenticating with a TokenRequest token of the ServiceAccount."""
+    token = core.create_namespaced_service_account_token(service_account, namespace, client.AuthenticationV1TokenRequest(
+        spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600))).status.token
+    conf = api_client.configuration
+    ca = Path(conf.ssl_ca_cert).read_text() if conf.ssl_ca_cert else None
+    cluster = {"server": conf.host}
+    if ca:
+        import base64
+        cluster["certificate-authority-data"] = base64.b64encode(ca.encode()).decode()
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "sa",
+        "clusters": [{"name": "local", "cluster": cluster}],
+        "users": [{"name": service_account, "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "local", "user": service_account,
+                                                "namespace": namespace}}],
+    }))
+    return path
+
+
+class RealScheduler:
+    """The control plane's own kube-scheduler binary, run with a configuration from the cluster."""
+
+    def __init__(self, config: dict, kubeconfig: Path, workdir: Path):
+        config = dict(config, clientConnection=dict(config.get("clientConnection") or {}, kubeconfig=str(kubeconfig)))
+        self.config_path = workdir / "config.yaml"
+        self.config_path.write_text(yaml.safe_dump(config))
+        self.port = free_port()
+        self.log_path = workdir / "kube-scheduler.log"
+        self.log = self.log_path.open("w")
+        self.proc = subprocess.Popen(  # pylint: disable=consider-using-with
+            [str(build.bin_dir() / "kube-scheduler"), f"--config={self.config_path}",
+             "--bind-address=127.0.0.1", f"--secure-port={self.port}",
+             f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}", "--v=2"],
+            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def healthy(self):
+        if self.proc.poll() is not None:
+            raise AssertionError(f"kube-scheduler exited with {self.proc.returncode}:\n{self.log_path.read_text()[-3000:]}")
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        try:
+            with urllib.request.urlopen(f"https://127.0.0.1:{self.port}/healthz", context=ctx, timeout=2) as resp:
+                return resp.status == 200 and resp.read() == b"ok"
+        except OSError:
+            return False
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.log.close()
+
+    def tail(self):
+        return self.log_path.read_text()[-3000:]
+
+
+@pytest.fixture
+def real_scheduler(tmp_path):
+    started = []
+
+    def _start(config, kubeconfig):
+        sched = RealScheduler(config, kubeconfig, tmp_path)
+        started.append(sched)
+        return sched
+
+    yield _start
+    for sched in started:
+        sched.stop()
+
+
+def pod(name, scheduler_name):
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(name=name),
+        spec=client.V1PodSpec(scheduler_name=scheduler_name, containers=[client.V1Container(
+            name="c", image="quay.io/kubevirt/virt-launcher:v1.6.6",
+            resources=client.V1ResourceRequirements(requests={"cpu": "100m", "memory": "128Mi"}))]))
+
+
+def test_real_scheduler_runs_the_applied_config_as_the_service_account(
+        run, api_client, core, dyn, namespace, wait, real_scheduler, tmp_path, cleanup):
+    # A scheduler name of its own: a schedulerName is cluster-wide, and other runs may use the default.
+    name = "kubevirt-scheduler-" + namespace[2:]
+    cleanup.append(name)
+    result = run(name=name, replicas=2)
+    assert not result.failed, result.failure
+    dep = deployment(dyn, namespace, name)
+    config = yaml.safe_load(core.read_namespaced_config_map(config_volume(dep), namespace).data["config.yaml"])
+    assert config["leaderElection"]["leaderElect"] is True
+
+    kubeconfig = token_kubeconfig(api_client, core, namespace, name, tmp_path / "sa.kubeconfig")
+    sched = real_scheduler(config, kubeconfig)
+    wait(sched.healthy, "the real kube-scheduler's /healthz", timeout=60)
+    # Leader election on its own lease, allowed by the role's Role.
+    lease = wait(lambda: client.CoordinationV1Api(api_client).read_namespaced_lease(name, namespace),
+                 f"lease {namespace}/{name}", timeout=60, exceptions=(client.ApiException,))
+    assert lease.spec.holder_identity
+
+    core.create_namespaced_pod(namespace, pod("unknown", "no-such-scheduler"))
+    core.create_namespaced_pod(namespace, pod("mine", name))
+    bound = wait(lambda: core.read_namespaced_pod("mine", namespace).spec.node_name, "pod bound by the scheduler",
+                 timeout=60)
+    assert bound in {"node01", "node02", "node03", "node04"}  # node05 tainted, node06 cordoned
+    # kube-scheduler reports as its profile's schedulerName: this scheduler bound it.
+    scheduled = wait(lambda: [e for e in client.EventsV1Api(api_client).list_namespaced_event(
+        namespace, field_selector="regarding.name=mine").items if e.reason == "Scheduled"],
+        "the Scheduled event of pod mine", timeout=30)
+    assert scheduled[0].reporting_controller == name, scheduled[0]
+    time.sleep(3)
+    unknown = core.read_namespaced_pod("unknown", namespace)
+    assert unknown.spec.node_name is None and unknown.status.phase == "Pending"
+    # The service account, not admin, did the work: no forbidden errors in its log.
+    assert "forbidden" not in sched.tail().lower(), sched.tail()
+
+
+# --- broken configurations and failed rollouts ----------------------------------------
+
+
+def test_broken_config_fails_before_any_write(run, dyn, core, namespace, cleanup):
+    good = run()
+    assert not good.failed, good.failure
+    before = deployment(dyn, namespace)
+    cms = config_maps(core, namespace)
+
+    audit = Audit(namespace)
+    bad = run(profiles=[{"schedulerName": "extra", "plugins": {"score": {"enabled": [{"name": "NoSuchPlugin"}]}}}])
+    assert bad.failed
+    assert "unknown plugin 'NoSuchPlugin'" in bad.failure, bad.failure
+    wrong_api = run(config_api_version="kubescheduler.config.k8s.io/v1beta3")
+    assert wrong_api.failed
+    assert "v1beta3" in wrong_api.failure and "not accepted" in wrong_api.failure, wrong_api.failure
+    bad_point = run(profiles=[{"schedulerName": "extra", "plugins": {"scoring": {"enabled": [{"name": "NodeAffinity"}]}}}])
+    assert bad_point.failed and "unknown extension point 'scoring'" in bad_point.failure, bad_point.failure
+    load_aware = run(profile="load_aware")
+    assert load_aware.failed and "scheduler-plugins" in load_aware.failure, load_aware.failure
+    assert audit.writes() == []
+
+    after = deployment(dyn, namespace)
+    assert after["metadata"]["generation"] == before["metadata"]["generation"]
+    assert config_volume(after) == config_volume(before)
+    assert config_maps(core, namespace) == cms
+
+
+def test_rollout_that_never_gets_ready_restores_the_previous_scheduler(run, dyn, core, namespace, wait, cleanup):
+    good = run(replicas=2)
+    assert not good.failed, good.failure
+    before = deployment(dyn, namespace)
+    old_config = config_volume(before)
+
+    # A valid new configuration, on pods that cannot be scheduled: they never become ready.
+    bad = run(replicas=2, rollout_timeout=8, node_selector={"vmsched.kubevirt.io/no-such-node": "true"},
+              plugin_config=[{"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "MostAllocated"}}}])
+    assert bad.failed
+    assert "was restored" in bad.failure, bad.failure
+    assert "didn't match Pod's node affinity/selector" in bad.failure, bad.failure  # the pod's own error
+
+    after = deployment(dyn, namespace)
+    assert config_volume(after) == old_config
+    assert "nodeSelector" not in after["spec"]["template"]["spec"]
+    assert config_maps(core, namespace) == [old_config]
+    wait(lambda: (d := deployment(dyn, namespace))["status"].get("readyReplicas") == 2
+         and d["status"].get("updatedReplicas") == 2 and d["status"].get("replicas") == 2,
+         "the previous scheduler back at two ready replicas", timeout=60)
+    again = run(replicas=2)
+    assert not again.failed and again.changed == 0, again.failure
+
+
+def test_load_aware_needs_and_gets_metrics_access(run, dyn, core, namespace, cleanup):
+    result = run(profile="load_aware", flavor="scheduler-plugins",
+                 load_aware_plugin="LoadVariationRiskBalancing", load_aware_args={"safeVarianceMargin": 2})
+    assert not result.failed, result.failure
+    dep = deployment(dyn, namespace)
+    assert dep["spec"]["template"]["spec"]["containers"][0]["command"] == ["/bin/kube-scheduler"]
+    config = yaml.safe_load(core.read_namespaced_config_map(config_volume(dep), namespace).data["config.yaml"])
+    profile = config["profiles"][0]
+    assert profile["plugins"]["score"]["enabled"] == [{"name": "LoadVariationRiskBalancing"}]
+    args = profile["pluginConfig"][0]["args"]
+    assert args["safeVarianceMargin"] == 2 and args["metricProvider"] == {"type": "KubernetesMetricsServer"}
+    cluster_role = dyn.resources.get(api_version="rbac.authorization.k8s.io/v1", kind="ClusterRole").get(
+        name=f"vmsched:{namespace}:kubevirt-scheduler").to_dict()
+    assert {"apiGroups": ["metrics.k8s.io"], "resources": ["nodes", "pods"],
+            "verbs": ["get", "list", "watch"]} in cluster_role["rules"]
