@@ -78,7 +78,10 @@ lint: venv ## yamllint, ansible-lint (production profile), antsibull-docs (plugi
 	$(call say,"ansible-lint")
 	PATH=$(BIN):$$PATH $(ANSIBLE_ENV) $(BIN)/ansible-lint --nocolor
 	$(call say,"antsibull-docs lint-collection-docs")
-	PATH=$(BIN):$$PATH $(ANSIBLE_ENV) $(BIN)/antsibull-docs lint-collection-docs --plugin-docs $(COLLECTION_LINK)
+	@# --validate-collection-refs all: resolve kubernetes.core (doc fragment k8s_auth_options) where it is
+	@# installed; the default copies dependencies to a temporary tree where ansible-doc does not find it.
+	PATH=$(BIN):$$PATH $(ANSIBLE_ENV) $(BIN)/antsibull-docs lint-collection-docs --plugin-docs \
+		--validate-collection-refs all $(COLLECTION_LINK)
 
 .PHONY: sanity
 sanity: venv get-pip-standin ## ansible-test sanity (all tests, empty ignore files) on a copy of the tree
@@ -93,6 +96,12 @@ sanity: venv get-pip-standin ## ansible-test sanity (all tests, empty ignore fil
 	@# Its own repository, so ansible-test lists files there instead of asking the
 	@# enclosing checkout (which ignores .build/).
 	@git -C $(SANITY_TREE) init --quiet
+	@# galaxy.yml's dependencies must sit beside the collection for the import and
+	@# validate-modules tests (modules import kubernetes.core's client): copy the
+	@# kubernetes.core the venv's `ansible` package bundles.
+	@mkdir -p $(BUILD)/sanity/ansible_collections/kubernetes
+	@cp -r "$$($(BIN)/python -c 'import os, ansible_collections.kubernetes.core as m; print(list(m.__path__)[0])')" \
+		$(BUILD)/sanity/ansible_collections/kubernetes/core
 	$(call say,"ansible-test sanity --python $(SANITY_PYTHON)")
 	cd $(SANITY_TREE) && env -u ANSIBLE_COLLECTIONS_PATH \
 		$(BIN)/ansible-test sanity --color no --requirements --python $(SANITY_PYTHON)

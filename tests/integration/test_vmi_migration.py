@@ -1,0 +1,338 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""vmsched.kubevirt.vmi_migration against the local control plane and the KubeVirt simulator.
+
+The module runs as Ansible runs it: `ansible localhost -m vmsched.kubevirt.vmi_migration`
+in a subprocess, with the collection found through ANSIBLE_COLLECTIONS_PATH (as the
+Makefile sets it) and the cluster through KUBECONFIG. Each test has its own namespace.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from .test_simulator import (  # noqa: F401  pylint: disable=unused-import
+    VMIMS,
+    VMIS,
+    VMS,
+    kv,
+    simulator,
+    start_vm,
+    vmim_manifest,
+    wait_migration,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+COLLECTIONS = ROOT / ".build" / "collections"
+USER_AGENT = "vmsched.kubevirt/vmi_migration"
+MANAGED = {"app.kubernetes.io/managed-by": "vmsched.kubevirt"}
+SLOW = {"sim.vmsched.kubevirt.io/migration-seconds": "30"}
+
+
+def run_module(kubeconfig, args, check=False):
+    """Run the module once; return (rc, result dict)."""
+    env = dict(os.environ, KUBECONFIG=str(kubeconfig), ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS),
+               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
+               ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
+               ANSIBLE_PYTHON_INTERPRETER=sys.executable)
+    cmd = [str(BIN / "ansible"), "localhost", "-m", "vmsched.kubevirt.vmi_migration", "-a", json.dumps(args)]
+    if check:
+        cmd.append("--check")
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
+    try:
+        out = json.loads(proc.stdout)
+    except ValueError:
+        pytest.fail(f"ansible did not print JSON (rc {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    result = out["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    return proc.returncode, result
+
+
+def node_of(kv, ns, name):
+    return kv.get(VMIS, ns, name)["status"]["nodeName"]
+
+
+# --- the basic path ----------------------------------------------------------------------------------
+
+
+def test_targeted_migration_lands_on_the_named_node_then_is_idempotent(kv, kubeconfig, namespace, wait):
+    vmi = start_vm(kv, namespace, "vm", wait, spec_extra={"nodeSelector": {"cpu": "fast"}})
+    source = vmi["status"]["nodeName"]
+    target = ({"node02", "node04"} - {source}).pop()
+
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "target_node": target,
+                                      "unschedulable_timeout": 30})
+    assert rc == 0, res.get("msg")
+    assert res["changed"] is True
+    assert (res["source_node"], res["target_node"]) == (source, target)
+    assert res["candidates"] == [target]
+    assert res["strategy"] == "added_node_selector"
+    assert res["migration"]["phase"] == "Succeeded"
+    assert res["migration"]["source_node"] == source and res["migration"]["target_node"] == target
+    assert [p["phase"] for p in res["migration"]["phase_timestamps"]][-1] == "Succeeded"
+    assert res["duration_seconds"] is not None and res["duration_seconds"] >= 0
+    assert node_of(kv, namespace, "vm") == target
+
+    [vmim] = kv.list(VMIMS, namespace)
+    assert vmim["metadata"]["labels"].items() >= MANAGED.items()
+    assert vmim["spec"]["addedNodeSelector"] == {"kubernetes.io/hostname": target}
+    assert vmim["metadata"]["annotations"]["kubevirt.io/migrationUnschedulablePodTimeoutSeconds"] == "30"
+    rejected = {r["name"]: r["reasons"] for r in res["rejected"]}
+    assert any("untolerated taint dedicated=gpu:NoSchedule" in r for r in rejected["node05"])
+    assert any("cordoned" in r for r in rejected["node06"])
+
+    # Again: already there, nothing to do, no new VMIM.
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "target_node": target})
+    assert rc == 0 and res["changed"] is False, res
+    assert res["migration"] is None and res["target_node"] == target
+    assert len(kv.list(VMIMS, namespace)) == 1
+
+
+def test_selector_matching_no_node_fails_before_any_vmim(kv, kubeconfig, namespace, wait):
+    start_vm(kv, namespace, "vm", wait, spec_extra={"nodeSelector": {"cpu": "fast"}})
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace,
+                                      "added_node_selector": {"topology.kubernetes.io/zone": "zone-c"}})
+    # zone-c holds node05 (tainted, not tolerated) and node06 (cordoned, cpu=slow)
+    assert rc != 0 and res["failed"]
+    assert "no node can take" in res["msg"]
+    assert "node05: " in res["msg"] and "untolerated taint dedicated=gpu:NoSchedule" in res["msg"]
+    assert res["candidates"] == []
+    assert kv.list(VMIMS, namespace) == []
+
+    # A hostname that is not a node
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "target_node": "node99"})
+    assert rc != 0 and "no node can take" in res["msg"], res
+    assert kv.list(VMIMS, namespace) == []
+
+    # target_node and a different hostname in added_node_selector
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "target_node": "node02",
+                                      "added_node_selector": {"kubernetes.io/hostname": "node04"}})
+    assert rc != 0 and "conflicts" in res["msg"], res
+
+
+def test_not_migratable_is_a_clear_error(kv, kubeconfig, namespace, wait):
+    vmi = start_vm(kv, namespace, "vm", wait,
+                   annotations={"sim.vmsched.kubevirt.io/not-migratable": "DisksNotLiveMigratable"})
+    storage = "slow" if vmi["status"]["nodeName"] in ("node01", "node02", "node05", "node06") else "fast"
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "added_node_selector": {"storage": storage}})
+    assert rc != 0
+    assert "not live-migratable" in res["msg"] and "DisksNotLiveMigratable" in res["msg"]
+    assert "ReadWriteMany" in res["msg"]  # KubeVirt's own message is quoted
+    assert kv.list(VMIMS, namespace) == []
+
+    rc, res = run_module(kubeconfig, {"name": "missing", "namespace": namespace, "target_node": "node01"})
+    assert rc != 0 and "not found" in res["msg"]
+
+
+def test_in_flight_migration_attach_or_clear_error(kv, kubeconfig, namespace, wait):
+    start_vm(kv, namespace, "vm", wait, spec_extra={"nodeSelector": {"cpu": "slow"}})
+    # Someone else's slow migration to storage=slow (node03)
+    kv.create(VMIMS, namespace, vmim_manifest("theirs", "vm", added_node_selector={"storage": "slow"},
+                                              annotations={"sim.vmsched.kubevirt.io/migration-seconds": "4"}))
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "added_node_selector": {"storage": "fast"}})
+    assert rc != 0 and "in flight" in res["msg"] and "theirs" in res["msg"], res
+
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "added_node_selector": {"storage": "slow"}})
+    assert rc == 0, res.get("msg")
+    assert res["attached"] is True and res["changed"] is True
+    assert res["migration"]["name"] == "theirs" and res["migration"]["phase"] == "Succeeded"
+    assert res["target_node"] == "node03" == node_of(kv, namespace, "vm")
+    assert len(kv.list(VMIMS, namespace)) == 1
+
+
+def test_state_absent_cancels_the_migration_in_flight(kv, kubeconfig, namespace, wait):
+    start_vm(kv, namespace, "vm", wait, annotations=SLOW, spec_extra={"nodeSelector": {"cpu": "slow"}})
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "state": "absent"})
+    assert rc == 0 and res["changed"] is False
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "wait": False})
+    assert rc == 0 and res["changed"] is True and res["migration"]["phase"] in (None, "Pending", "Scheduling"), res
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "state": "absent"})
+    assert rc == 0 and res["changed"] is True, res.get("msg")
+    assert kv.list(VMIMS, namespace) == []
+
+
+def test_failed_migration_reports_the_reason(kv, kubeconfig, namespace, wait):
+    start_vm(kv, namespace, "vm", wait, spec_extra={"nodeSelector": {"cpu": "fast"}},
+             annotations={"sim.vmsched.kubevirt.io/migration-fail": "LibvirtSaysNo"})
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace})
+    assert rc != 0
+    assert res["failure_reason"] and "LibvirtSaysNo" in res["failure_reason"], res
+    assert "failed" in res["msg"] and res["migration"]["phase"] == "Failed"
+
+
+def test_wait_timeout_with_cancel(kv, kubeconfig, namespace, wait):
+    start_vm(kv, namespace, "vm", wait, annotations=SLOW, spec_extra={"nodeSelector": {"cpu": "fast"}})
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "wait_timeout": 2, "on_timeout": "cancel"})
+    assert rc != 0 and "cancelled" in res["msg"], res
+    wait(lambda: kv.list(VMIMS, namespace) == [], "the cancelled VMIM gone")
+
+
+# --- check mode writes nothing ------------------------------------------------------------------------
+
+
+def audit_entries(since, user_agent=USER_AGENT):
+    log = ROOT / ".cluster" / "audit.log"
+    entries = []
+    with open(log, encoding="utf-8") as handle:
+        for line in handle:
+            if user_agent not in line:
+                continue
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            stamp = datetime.datetime.fromisoformat(entry["requestReceivedTimestamp"].replace("Z", "+00:00"))
+            if stamp >= since and entry.get("userAgent", "").startswith(user_agent):
+                entries.append(entry)
+    return entries
+
+
+def test_check_mode_writes_nothing(kv, kubeconfig, namespace, wait):
+    vmi = start_vm(kv, namespace, "vm", wait, spec_extra={"nodeSelector": {"cpu": "slow"}})
+    since = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=1)
+    other = "node03" if vmi["status"]["nodeName"] == "node01" else "node01"   # the other schedulable cpu=slow node
+    storage = {"node01": "fast", "node03": "slow"}[other]
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "strategy": "vm_node_selector",
+                                      "added_node_selector": {"storage": storage}}, check=True)
+    assert rc == 0 and res["changed"] is True, res.get("msg")
+    assert res["candidates"] == [other]
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "target_node": other}, check=True)
+    assert rc == 0
+    assert kv.list(VMIMS, namespace) == []
+
+    def ours():
+        found = [e for e in audit_entries(since) if (e.get("objectRef") or {}).get("namespace") == namespace]
+        return found if any(e["verb"] == "get" for e in found) else None
+    entries = wait(ours, "the module's requests in the audit log", timeout=20)
+    # Other tests (and other people) run the module concurrently: this namespace, or cluster-scoped objects.
+    writes = [(e["verb"], e["requestURI"]) for e in audit_entries(since)
+              if e["verb"] not in ("get", "list", "watch")
+              and (e.get("objectRef") or {}).get("namespace") in (namespace, None)]
+    assert writes == [], writes
+    assert {e["verb"] for e in entries} <= {"get", "list", "watch"}
+
+
+# --- RBAC: only kubevirt.io:migrate -----------------------------------------------------------------
+
+
+MIGRATE_RULES = [  # kubevirt/kubevirt pkg/virt-operator/resource/generate/rbac/cluster.go newMigrateClusterRole
+    {"apiGroups": ["subresources.kubevirt.io"], "resources": ["virtualmachines/migrate"], "verbs": ["update"]},
+    {"apiGroups": ["kubevirt.io"], "resources": ["virtualmachineinstancemigrations"],
+     "verbs": ["get", "delete", "create", "update", "patch", "list", "watch", "deletecollection"]},
+]
+
+
+def test_user_with_only_the_migrate_clusterrole_can_migrate(kv, api_client, kubeconfig, namespace, wait):
+    rbac = client.RbacAuthorizationV1Api(api_client)
+    try:
+        rbac.read_cluster_role("kubevirt.io:migrate")
+    except client.ApiException as exc:
+        if exc.status != 404:
+            raise
+        try:
+            rbac.create_cluster_role({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                                      "metadata": {"name": "kubevirt.io:migrate", "labels": {"kubevirt.io": ""}},
+                                      "rules": MIGRATE_RULES})
+        except client.ApiException as exc2:
+            if exc2.status != 409:
+                raise
+    user = f"migrator-{namespace}"
+    rbac.create_namespaced_role_binding(namespace, {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "kvmigrate"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kubevirt.io:migrate"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]})
+    vmi = start_vm(kv, namespace, "vm", wait, spec_extra={"nodeSelector": {"cpu": "fast"}})
+    target = ({"node02", "node04"} - {vmi["status"]["nodeName"]}).pop()
+
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "target_node": target,
+                                      "impersonate_user": user})
+    assert rc == 0, res.get("msg")
+    assert res["changed"] is True and res["migration"]["phase"] == "Succeeded"
+    text = " ".join(res.get("warnings") or [])
+    assert "cannot read VirtualMachineInstance" in text and "skipped" in text
+    assert res["kubevirt"]["added_node_selector"] is True
+    assert "OpenAPI" in res["kubevirt"]["detected_from"]
+    assert node_of(kv, namespace, "vm") == target
+
+
+# --- KubeVirt 1.5: no addedNodeSelector -------------------------------------------------------------------
+
+
+@pytest.fixture
+def kubevirt_15(kubeconfig, kv, wait):
+    """The 1.5 CRDs for the duration of one short test, then 1.6 again whatever happens."""
+    def switch(version):
+        subprocess.run([sys.executable, str(ROOT / "tests" / "cluster" / "cluster.py"), "kubevirt", version],
+                       check=True, capture_output=True, text=True, timeout=120)
+    switch("1.5")
+    try:
+        yield
+    finally:
+        switch("1.6")
+
+
+def test_kubevirt_15_auto_fails_vm_node_selector_works_and_restores(kubevirt_15, kv, kubeconfig, namespace, wait):
+    start_vm(kv, namespace, "vm", wait, spec_extra={"nodeSelector": {"cpu": "slow"}})
+    start_vm(kv, namespace, "bad", wait, spec_extra={"nodeSelector": {"cpu": "slow"}},
+             annotations={"sim.vmsched.kubevirt.io/migration-fail": "TargetCrashed"})
+
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "target_node": "node03"
+                                      if node_of(kv, namespace, "vm") == "node01" else "node01"})
+    assert rc != 0 and "v1.5.2" in res["msg"] and "1.6.0" in res["msg"] and "vm_node_selector" in res["msg"], res
+    assert kv.list(VMIMS, namespace) == []
+
+    target = "node03" if node_of(kv, namespace, "vm") == "node01" else "node01"
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "target_node": target,
+                                      "strategy": "vm_node_selector"})
+    assert rc == 0, res.get("msg")
+    assert res["changed"] is True and res["target_node"] == target == node_of(kv, namespace, "vm")
+    assert res["vm_node_selector"]["restored"] is True
+    vm = kv.get(VMS, namespace, "vm")
+    assert vm["spec"]["template"]["spec"]["nodeSelector"] == {"cpu": "slow"}
+    assert kv.get(VMIS, namespace, "vm")["spec"]["nodeSelector"] == {"cpu": "slow"}
+
+    # A failing migration restores the VM spec too.
+    target = "node03" if node_of(kv, namespace, "bad") == "node01" else "node01"
+    rc, res = run_module(kubeconfig, {"name": "bad", "namespace": namespace, "target_node": target,
+                                      "strategy": "vm_node_selector"})
+    assert rc != 0 and "TargetCrashed" in (res["failure_reason"] or ""), res
+    assert res["vm_node_selector"]["restored"] is True
+    assert kv.get(VMS, namespace, "bad")["spec"]["template"]["spec"]["nodeSelector"] == {"cpu": "slow"}
+    assert kv.get(VMIS, namespace, "bad")["spec"]["nodeSelector"] == {"cpu": "slow"}
+
+
+# --- watch resilience ---------------------------------------------------------------------------------------
+
+
+def test_wait_survives_watch_disconnects(kv, api_client, namespace, wait):
+    """Every watch stream is cut after its first event (as an API server restart would); the wait still ends
+    with the right result. Injected at the client level: restarting the shared API server would disturb
+    other users of the local control plane."""
+    from urllib3.exceptions import ProtocolError
+    from kubernetes import watch
+
+    from ansible_collections.vmsched.kubevirt.plugins.module_utils.migration import ObjectWatcher
+
+    start_vm(kv, namespace, "vm", wait, annotations={"sim.vmsched.kubevirt.io/migration-seconds": "2"})
+    kv.create(VMIMS, namespace, vmim_manifest("m", "vm", added_node_selector={"storage": "slow"}))
+
+    class Flaky(watch.Watch):
+        streams = 0
+
+        def stream(self, func, *args, **kwargs):
+            Flaky.streams += 1
+            for n, event in enumerate(super().stream(func, *args, **kwargs)):
+                yield event
+                if n == 0:
+                    raise ProtocolError("Connection broken: injected")
+
+    watcher = ObjectWatcher(client.CustomObjectsApi(api_client), namespace, "m", watch_factory=Flaky)
+    final = watcher.wait(120)
+    assert final["status"]["phase"] == "Succeeded"
+    assert watcher.reconnects >= 1 and Flaky.streams >= 2
