@@ -131,18 +131,21 @@ def test_not_migratable_is_a_clear_error(kv, kubeconfig, namespace, wait):
 
 
 def test_in_flight_migration_attach_or_clear_error(kv, kubeconfig, namespace, wait):
-    start_vm(kv, namespace, "vm", wait, spec_extra={"nodeSelector": {"cpu": "slow"}})
-    # Someone else's slow migration to storage=slow (node03)
-    kv.create(VMIMS, namespace, vmim_manifest("theirs", "vm", added_node_selector={"storage": "slow"},
+    vmi = start_vm(kv, namespace, "vm", wait, spec_extra={"nodeSelector": {"cpu": "slow"}})
+    # node01 and node03 are the schedulable cpu=slow nodes: the other one is the only target.
+    source = vmi["status"]["nodeName"]
+    target = "node03" if source == "node01" else "node01"
+    # Someone else's slow migration to that node
+    kv.create(VMIMS, namespace, vmim_manifest("theirs", "vm", added_node_selector={"kubernetes.io/hostname": target},
                                               annotations={"sim.vmsched.kubevirt.io/migration-seconds": "4"}))
     rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "added_node_selector": {"storage": "fast"}})
     assert rc != 0 and "in flight" in res["msg"] and "theirs" in res["msg"], res
 
-    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "added_node_selector": {"storage": "slow"}})
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "target_node": target})
     assert rc == 0, res.get("msg")
     assert res["attached"] is True and res["changed"] is True
     assert res["migration"]["name"] == "theirs" and res["migration"]["phase"] == "Succeeded"
-    assert res["target_node"] == "node03" == node_of(kv, namespace, "vm")
+    assert res["target_node"] == target == node_of(kv, namespace, "vm")
     assert len(kv.list(VMIMS, namespace)) == 1
 
 
