@@ -135,9 +135,9 @@ def test_in_flight_migration_attach_or_clear_error(kv, kubeconfig, namespace, wa
     # node01 and node03 are the schedulable cpu=slow nodes: the other one is the only target.
     source = vmi["status"]["nodeName"]
     target = "node03" if source == "node01" else "node01"
-    # Someone else's slow migration to that node
+    # Someone else's migration to that node, slow enough to be in flight through two module runs
     kv.create(VMIMS, namespace, vmim_manifest("theirs", "vm", added_node_selector={"kubernetes.io/hostname": target},
-                                              annotations={"sim.vmsched.kubevirt.io/migration-seconds": "4"}))
+                                              annotations={"sim.vmsched.kubevirt.io/migration-seconds": "20"}))
     rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "added_node_selector": {"storage": "fast"}})
     assert rc != 0 and "in flight" in res["msg"] and "theirs" in res["msg"], res
 
