@@ -265,3 +265,207 @@ def failure_reason(vmim, reader=None):
     if state.get("abortStatus"):
         return "aborted (abortStatus %s)" % state["abortStatus"]
     return None
+
+
+class BatchError(Exception):
+    """A job that could not start (the create callback raises it with a message for the user)."""
+
+
+class MigrationBatch:
+    """Runs many migrations with bounded concurrency, following all of them through ONE watch.
+
+    At most `limit` VMIMs of this batch are in flight at any time, and at most `per_node` from one source node
+    (KubeVirt's parallelMigrationsPerCluster and parallelOutboundMigrationsPerNode, or lower). A VMIM is in flight
+    from its creation until the batch sees it Succeeded, Failed or deleted. Every VMIM the batch creates must carry
+    the label `label_selector` names (a per-run label): the watch is a list+watch on that selector, resumed from
+    the last resourceVersion, re-listed after 410 Gone or a connection error. A migration still in flight after
+    `timeout` seconds (from its creation) is cancelled (its VMIM deleted) and counted as failed.
+
+    jobs: dicts with at least "namespace" and "source_node"; the batch adds "vmim" (last seen), "outcome"
+    (Succeeded, Failed, Deleted, TimedOut, NotCreated, NotStarted), "error", "started" and "ended" (monotonic).
+    create(job) -> the created VMIM; it raises BatchError or ApiException when the VMIM cannot be created.
+    """
+
+    def __init__(self, custom, label_selector, limit, per_node, timeout, namespace=None, stop_on_failure=False,
+                 watch_factory=None, sleep=time.sleep, clock=time.monotonic):
+        self.custom = custom
+        self.label_selector = label_selector
+        self.limit = max(1, int(limit))
+        self.per_node = max(1, int(per_node))
+        self.timeout = timeout
+        self.namespace = namespace
+        self.stop_on_failure = stop_on_failure
+        self.watch_factory = watch_factory or k8s_watch.Watch
+        self.sleep = sleep
+        self.clock = clock
+        self.peak = 0
+        self.watches = 0          # watch streams opened (one at a time; renewed after a window or an error)
+        self.relists = 0
+        self.reconnects = 0
+        self.stopped = False      # stop_on_failure tripped
+        self._inflight = {}
+        self._on_node = {}
+        self._queue = []
+
+    # --- listing and watching the run's VMIMs ---------------------------------------------------------------
+
+    def _list_call(self):
+        if self.namespace:
+            return self.custom.list_namespaced_custom_object, (GROUP, VERSION, self.namespace, VMIMS)
+        return self.custom.list_cluster_custom_object, (GROUP, VERSION, VMIMS)
+
+    def _relist(self):
+        """LIST the run's VMIMs: settle the in-flight ones that ended meanwhile; the resourceVersion to watch from."""
+        self.relists += 1
+        func, args = self._list_call()
+        result = func(*args, label_selector=self.label_selector)
+        seen = {}
+        for item in result.get("items") or []:
+            meta = item.get("metadata") or {}
+            seen[(meta.get("namespace"), meta.get("name"))] = item
+        for key in list(self._inflight):
+            item = seen.get(key)
+            if item is None:
+                self._finish(key, None, "Deleted")
+            else:
+                self._observe(key, item)
+        return (result.get("metadata") or {}).get("resourceVersion")
+
+    def _observe(self, key, obj):
+        job = self._inflight.get(key)
+        if job is None:
+            return
+        job["vmim"] = obj
+        if is_final(obj):
+            self._finish(key, obj, phase(obj))
+
+    # --- bookkeeping ------------------------------------------------------------------------------------------
+
+    def _finish(self, key, obj, outcome, error=None):
+        job = self._inflight.pop(key)
+        self._on_node[job["source_node"]] -= 1
+        if obj is not None:
+            job["vmim"] = obj
+        job["outcome"] = outcome
+        job["error"] = error
+        job["ended"] = self.clock()
+        if outcome != "Succeeded" and self.stop_on_failure:
+            self.stopped = True
+
+    def _next_job(self):
+        for job in self._queue:
+            if self._on_node.get(job["source_node"], 0) < self.per_node:
+                return job
+        return None
+
+    def _fill(self, create):
+        while self._queue and not self.stopped and len(self._inflight) < self.limit:
+            job = self._next_job()
+            if job is None:
+                return
+            self._queue.remove(job)
+            job["started"] = self.clock()
+            try:
+                vmim = create(job)
+            except (BatchError, ApiException) as exc:
+                job["outcome"] = "NotCreated"
+                job["error"] = str(exc) if isinstance(exc, BatchError) else api_error_message(exc)
+                job["ended"] = self.clock()
+                if self.stop_on_failure:
+                    self.stopped = True
+                continue
+            meta = vmim.get("metadata") or {}
+            key = (meta.get("namespace") or job["namespace"], meta.get("name"))
+            job["vmim"] = vmim
+            job["deadline"] = job["started"] + self.timeout
+            self._inflight[key] = job
+            self._on_node[job["source_node"]] = self._on_node.get(job["source_node"], 0) + 1
+            self.peak = max(self.peak, len(self._inflight))
+
+    def _expire(self):
+        now = self.clock()
+        for key, job in list(self._inflight.items()):
+            if now >= job["deadline"]:
+                try:
+                    cancel_vmim(self.custom, key[0], key[1])
+                    error = "did not finish within %ss; the VMIM was deleted (KubeVirt aborts the migration)" \
+                        % self.timeout
+                except ApiException as exc:
+                    error = "did not finish within %ss; deleting the VMIM failed: %s" \
+                        % (self.timeout, api_error_message(exc))
+                self._finish(key, None, "TimedOut", error)
+
+    # --- the loop ---------------------------------------------------------------------------------------------
+
+    def run(self, jobs, create):
+        self._queue = list(jobs)
+        for job in jobs:
+            job.setdefault("outcome", "NotStarted")
+            job.setdefault("error", None)
+        resource_version = self._relist()     # before the first create: the watch then sees every change
+        self._fill(create)
+        backoff = 0.2
+        while self._inflight:
+            self._expire()
+            self._fill(create)
+            if not self._inflight:
+                break
+            remaining = min(job["deadline"] for job in self._inflight.values()) - self.clock()
+            window = max(1, min(int(remaining) + 1, WATCH_WINDOW_SECONDS))
+            func, args = self._list_call()
+            need_list = False
+            stream = self.watch_factory()
+            self.watches += 1
+            try:
+                for event in stream.stream(func, *args, label_selector=self.label_selector,
+                                           resource_version=resource_version, allow_watch_bookmarks=True,
+                                           timeout_seconds=window, _request_timeout=(10, window + 15)):
+                    etype = event.get("type")
+                    raw = event.get("raw_object") or event.get("object")
+                    if etype == "ERROR":
+                        need_list = True     # a Status, 410 Gone: history compacted
+                        break
+                    if not isinstance(raw, dict):
+                        continue
+                    meta = raw.get("metadata") or {}
+                    resource_version = meta.get("resourceVersion") or resource_version
+                    if etype == "BOOKMARK":
+                        continue
+                    key = (meta.get("namespace"), meta.get("name"))
+                    if etype == "DELETED":
+                        if key in self._inflight:
+                            self._finish(key, raw, "Deleted")
+                    else:
+                        self._observe(key, raw)
+                    backoff = 0.2
+                    self._fill(create)
+                    if not self._inflight or any(self.clock() >= j["deadline"] for j in self._inflight.values()):
+                        stream.stop()
+                        break
+            except ApiException as exc:
+                if exc.status != 410 and exc.status not in (429, 500, 502, 503, 504):
+                    raise
+                if exc.status != 410:
+                    self.reconnects += 1
+                    self.sleep(backoff)
+                    backoff = min(backoff * 2, 5.0)
+                need_list = True
+            except (Urllib3HTTPError, OSError):
+                self.reconnects += 1
+                self.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+                need_list = True
+            if need_list and self._inflight:
+                try:
+                    resource_version = self._relist()
+                except (Urllib3HTTPError, OSError):
+                    self.reconnects += 1
+                    self.sleep(backoff)
+                    backoff = min(backoff * 2, 5.0)
+                except ApiException as exc:
+                    if exc.status not in (429, 500, 502, 503, 504):
+                        raise
+                    self.reconnects += 1
+                    self.sleep(backoff)
+                    backoff = min(backoff * 2, 5.0)
+        return jobs

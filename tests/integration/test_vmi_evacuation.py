@@ -1,0 +1,200 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""vmsched.kubevirt.vmi_evacuation against the local control plane and the KubeVirt simulator.
+
+Every run is confined to the test's own namespace (other tests share the cluster and its nodes): the VMs are
+pulled onto one node by a preferred node affinity, never by cordoning shared nodes.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .test_simulator import (  # noqa: F401  pylint: disable=unused-import
+    VMIMS,
+    VMIS,
+    kv,
+    running_vmi,
+    simulator,
+    vm_manifest,
+)
+from .test_vmi_migration import audit_entries
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+COLLECTIONS = ROOT / ".build" / "collections"
+USER_AGENT = "vmsched.kubevirt/vmi_evacuation"
+RUN_LABEL = "vmsched.kubevirt.io/evacuation-run"
+SOURCE = "node01"
+ZONE_B = {"topology.kubernetes.io/zone": "zone-b"}      # node03 and node04
+
+
+def run_module(kubeconfig, args, check=False):
+    env = dict(os.environ, KUBECONFIG=str(kubeconfig), ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS),
+               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
+               ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
+               ANSIBLE_PYTHON_INTERPRETER=sys.executable)
+    cmd = [str(BIN / "ansible"), "localhost", "-m", "vmsched.kubevirt.vmi_evacuation", "-a", json.dumps(args)]
+    if check:
+        cmd.append("--check")
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
+    try:
+        out = json.loads(proc.stdout)
+    except ValueError:
+        pytest.fail(f"ansible did not print JSON (rc {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc.returncode, out["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+
+def prefer(node):
+    return {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+        "weight": 100, "preference": {"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}}]}}
+
+
+def start_vms_on(kv, ns, count, node, wait, annotations=None):
+    """`count` VMs that the scheduler puts on `node` (preferred affinity: migrations may leave it)."""
+    for i in range(count):
+        kv.create("virtualmachines", ns, vm_manifest(f"vm{i:02d}", spec_extra={"affinity": prefer(node)},
+                                                     annotations=annotations))
+    vmis = [running_vmi(kv, ns, f"vm{i:02d}", wait) for i in range(count)]
+    where = {v["metadata"]["name"]: v["status"]["nodeName"] for v in vmis}
+    assert set(where.values()) == {node}, f"the scheduler did not follow the preferred affinity: {where}"
+    return vmis
+
+
+def stamp(value):
+    return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def max_overlap(vmims):
+    """Most VMIMs alive at once, from creation to terminal phase (server timestamps, 1 s resolution).
+    At equal timestamps an end counts before a start: the module creates the next VMIM only after it saw
+    the previous one end, and truncating both times to the second keeps that order or makes them equal."""
+    events = []
+    for m in vmims:
+        end = [p["phaseTransitionTimestamp"] for p in m["status"]["phaseTransitionTimestamps"]
+               if p["phase"] in ("Succeeded", "Failed")]
+        assert end, f"{m['metadata']['name']} did not end"
+        events.append((stamp(m["metadata"]["creationTimestamp"]), 1))
+        events.append((stamp(end[-1]), -1))
+    events.sort(key=lambda e: (e[0], e[1]))
+    peak = alive = 0
+    for _when, delta in events:
+        alive += delta
+        peak = max(peak, alive)
+    return peak
+
+
+def test_evacuating_20_vmis_respects_the_cap_and_empties_the_node(kv, kubeconfig, namespace, wait):
+    start_vms_on(kv, namespace, 20, SOURCE, wait)
+    args = {"node": SOURCE, "namespace": namespace, "added_node_selector": ZONE_B, "max_parallel": 3}
+
+    rc, res = run_module(kubeconfig, args)
+    assert rc == 0, res.get("msg")
+    assert res["changed"] is True and res["cordoned"] is False
+    summary = res["summary"]
+    assert (summary["selected"], summary["to_migrate"], summary["migrated"], summary["failed"]) == (20, 20, 20, 0)
+    assert summary["max_parallel"] == 3 and summary["max_parallel_per_node"] == 2
+    assert 1 <= summary["peak_in_flight"] <= 2      # one source node: parallelOutboundMigrationsPerNode wins
+    assert all(v["status"] == "migrated" and v["target_node"] in ("node03", "node04") for v in res["vmis"]), res["vmis"]
+
+    # The node is empty (of this namespace's VMIs), every VMI is in zone b.
+    vmis = kv.list(VMIS, namespace)
+    assert len(vmis) == 20
+    assert {v["status"]["nodeName"] for v in vmis} <= {"node03", "node04"}
+
+    # The cap, from the VMIMs' own timestamps.
+    vmims = kv.list(VMIMS, namespace)
+    assert len(vmims) == 20
+    run = {m["metadata"]["labels"][RUN_LABEL] for m in vmims}
+    assert len(run) == 1 and summary["run_label"] == f"{RUN_LABEL}={run.pop()}"
+    assert all(m["spec"]["addedNodeSelector"] == ZONE_B and m["status"]["phase"] == "Succeeded" for m in vmims)
+    assert max_overlap(vmims) <= 2      # <= max_parallel 3, and <= parallelOutboundMigrationsPerNode 2
+
+    # Again: nothing left on the node, nothing to do.
+    rc, res = run_module(kubeconfig, args)
+    assert rc == 0 and res["changed"] is False, res
+    assert res["summary"]["selected"] == 0 and res["vmis"] == []
+    assert len(kv.list(VMIMS, namespace)) == 20
+
+
+def test_label_selector_over_two_nodes_uses_the_cluster_cap(kv, kubeconfig, namespace, wait):
+    """VMIs on two source nodes: the per-node cap (2) no longer binds, max_parallel=3 does."""
+    start_vms_on(kv, namespace, 4, "node01", wait)
+    for i in range(4, 8):
+        kv.create("virtualmachines", namespace, vm_manifest(f"vm{i:02d}", spec_extra={"affinity": prefer("node03")},
+                                                            labels={"move": "yes"}))
+    for i in range(4):
+        kv.patch(VMIS, namespace, f"vm{i:02d}", {"metadata": {"labels": {"move": "yes"}}})
+    placed = {v["metadata"]["name"]: v["status"]["nodeName"]
+              for v in (running_vmi(kv, namespace, f"vm{i:02d}", wait) for i in range(8))}
+    assert sorted(placed.values()) == ["node01"] * 4 + ["node03"] * 4, placed
+
+    args = {"namespace": namespace, "label_selector": "move=yes", "target_nodes": ["node02", "node04"],
+            "max_parallel": 3}
+    rc, res = run_module(kubeconfig, args)
+    assert rc == 0, res.get("msg")
+    assert res["summary"]["migrated"] == 8 and res["summary"]["peak_in_flight"] <= 3
+    targets = [v["target_node"] for v in res["vmis"]]
+    assert sorted(targets) == ["node02"] * 4 + ["node04"] * 4, targets   # spread evenly over target_nodes
+    assert max_overlap(kv.list(VMIMS, namespace)) <= 3
+
+    # They are where they should be: in place, nothing to do.
+    rc, res = run_module(kubeconfig, args)
+    assert rc == 0 and res["changed"] is False, res
+    assert {v["status"] for v in res["vmis"]} == {"in_place"}
+
+
+def test_check_mode_returns_the_plan_and_writes_nothing(kv, kubeconfig, namespace, wait):
+    start_vms_on(kv, namespace, 3, SOURCE, wait)
+    kv.create("virtualmachines", namespace, vm_manifest(
+        "stuck", spec_extra={"affinity": prefer(SOURCE)},
+        annotations={"sim.vmsched.kubevirt.io/not-migratable": "DisksNotLiveMigratable"}))
+    running_vmi(kv, namespace, "stuck", wait)
+    since = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=1)
+
+    rc, res = run_module(kubeconfig, {"node": SOURCE, "namespace": namespace, "added_node_selector": ZONE_B,
+                                      "cordon": True}, check=True)
+    assert rc != 0, res                                  # "stuck" cannot move: the plan says so
+    plan = {v["name"]: v for v in res["vmis"]}
+    assert set(plan) == {"vm00", "vm01", "vm02", "stuck"}
+    assert all(plan[f"vm0{i}"]["status"] == "planned" and plan[f"vm0{i}"]["candidates"] == ["node03", "node04"]
+               for i in range(3)), plan
+    assert plan["stuck"]["status"] == "failed" and "DisksNotLiveMigratable" in plan["stuck"]["failure_reason"]
+    assert "1 of 4" in res["msg"] and "nothing was changed" in res["msg"]
+    kv.delete("virtualmachines", namespace, "stuck")
+    wait(lambda: kv.get(VMIS, namespace, "stuck") is None, "VMI stuck gone")
+
+    rc, res = run_module(kubeconfig, {"node": SOURCE, "namespace": namespace, "added_node_selector": ZONE_B},
+                         check=True)
+    assert rc == 0 and res["changed"] is True, res.get("msg")
+    assert [v["status"] for v in res["vmis"]] == ["planned"] * 3
+    assert kv.list(VMIMS, namespace) == []
+
+    def ours():
+        found = [e for e in audit_entries(since, USER_AGENT)
+                 if (e.get("objectRef") or {}).get("namespace") == namespace]
+        return found if any(e["verb"] == "list" for e in found) else None
+    wait(ours, "the module's requests in the audit log", timeout=20)
+    writes = [(e["verb"], e["requestURI"]) for e in audit_entries(since, USER_AGENT)
+              if e["verb"] not in ("get", "list", "watch")]
+    assert writes == [], writes
+    assert not kv.core.read_node(SOURCE).spec.unschedulable, "check mode must not cordon"
+
+
+def test_stop_on_failure_stops_before_any_write(kv, kubeconfig, namespace, wait):
+    start_vms_on(kv, namespace, 2, SOURCE, wait)
+    kv.create("virtualmachines", namespace, vm_manifest(
+        "stuck", spec_extra={"affinity": prefer(SOURCE)},
+        annotations={"sim.vmsched.kubevirt.io/not-migratable": "DisksNotLiveMigratable"}))
+    running_vmi(kv, namespace, "stuck", wait)
+    rc, res = run_module(kubeconfig, {"node": SOURCE, "namespace": namespace, "stop_on_failure": True})
+    assert rc != 0 and res["changed"] is False
+    assert sorted(v["status"] for v in res["vmis"]) == ["failed", "not_started", "not_started"]
+    assert res["summary"]["not_started"] == 2
+    assert kv.list(VMIMS, namespace) == []

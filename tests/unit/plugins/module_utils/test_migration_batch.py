@@ -1,0 +1,167 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Unit tests for MigrationBatch (plugins/module_utils/migration.py): bounded concurrency, one watch."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from urllib3.exceptions import ProtocolError
+
+from ansible_collections.vmsched.kubevirt.plugins.module_utils import migration as m
+
+
+class FakeCluster:
+    """VMIMs in memory; each watch event finishes the oldest unfinished one (Failed for names in `fail`)."""
+
+    def __init__(self, fail=(), break_after=None):
+        self.objects = {}
+        self.order = []
+        self.rv = 0
+        self.fail = set(fail)
+        self.break_after = break_after     # cut the first watch stream after this many events
+        self.peak = 0
+        self.peak_per_node = {}
+        self.lists = 0
+        self.label_selectors = set()
+
+    def unfinished(self):
+        return [k for k in self.order if self.objects[k]["status"].get("phase") not in ("Succeeded", "Failed")]
+
+    def create_namespaced_custom_object(self, group, version, namespace, plural, body):
+        self.rv += 1
+        name = "%s-%d" % (body["spec"]["vmiName"], self.rv)
+        obj = dict(body, metadata=dict(body["metadata"], name=name, namespace=namespace,
+                                       resourceVersion=str(self.rv)), status={})
+        self.objects[(namespace, name)] = obj
+        self.order.append((namespace, name))
+        alive = self.unfinished()
+        self.peak = max(self.peak, len(alive))
+        node = obj["metadata"]["annotations"]["node"]
+        on_node = sum(1 for k in alive if self.objects[k]["metadata"]["annotations"]["node"] == node)
+        self.peak_per_node[node] = max(self.peak_per_node.get(node, 0), on_node)
+        return obj
+
+    def list_namespaced_custom_object(self, group, version, namespace, plural, label_selector=None, **kwargs):
+        self.lists += 1
+        self.label_selectors.add(label_selector)
+        return {"metadata": {"resourceVersion": str(self.rv)}, "items": [self.objects[k] for k in self.order]}
+
+    def delete_namespaced_custom_object(self, group, version, namespace, plural, name):
+        self.objects.pop((namespace, name))
+        self.order.remove((namespace, name))
+
+
+class FakeWatch:
+    streams = 0
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+
+    def stream(self, func, *args, **kwargs):
+        FakeWatch.streams += 1
+        self.cluster.label_selectors.add(kwargs["label_selector"])
+        sent = 0
+        while self.cluster.unfinished():
+            if self.cluster.break_after is not None and sent == self.cluster.break_after:
+                self.cluster.break_after = None
+                # finish one behind the watch's back: the re-list must notice it
+                key = self.cluster.unfinished()[0]
+                self.cluster.objects[key]["status"] = {"phase": "Succeeded"}
+                raise ProtocolError("Connection broken: injected")
+            key = self.cluster.unfinished()[0]
+            obj = self.cluster.objects[key]
+            self.cluster.rv += 1
+            phase = "Failed" if obj["spec"]["vmiName"] in self.cluster.fail else "Succeeded"
+            obj["status"] = {"phase": phase}
+            obj["metadata"]["resourceVersion"] = str(self.cluster.rv)
+            sent += 1
+            yield {"type": "MODIFIED", "raw_object": obj}
+
+    def stop(self):
+        pass
+
+
+def jobs(spec):
+    return [{"namespace": "ns", "name": name, "source_node": node} for name, node in spec]
+
+
+def creator(cluster):
+    def create(job):
+        if job["name"] == "refused":
+            raise m.BatchError("KubeVirt refused the migration: no")
+        body = m.vmim_manifest(job["name"], labels={"run": "r1"})
+        body["metadata"]["annotations"] = {"node": job["source_node"]}
+        return cluster.create_namespaced_custom_object("kubevirt.io", "v1", "ns", "x", body)
+    return create
+
+
+def batch(cluster, limit, per_node, stop_on_failure=False):
+    return m.MigrationBatch(cluster, "run=r1", limit, per_node, timeout=600, namespace="ns",
+                            stop_on_failure=stop_on_failure, watch_factory=lambda: FakeWatch(cluster),
+                            sleep=lambda s: None)
+
+
+def test_never_more_than_the_caps_and_one_watch():
+    cluster = FakeCluster()
+    work = jobs([("a%d" % i, "n1") for i in range(6)] + [("b%d" % i, "n2") for i in range(4)])
+    runner = batch(cluster, limit=3, per_node=2)
+    runner.run(work, creator(cluster))
+    assert [j["outcome"] for j in work] == ["Succeeded"] * 10
+    assert cluster.peak == runner.peak == 3
+    assert max(cluster.peak_per_node.values()) == 2
+    assert runner.watches == 1 and runner.relists == 1       # the initial LIST, then a single watch stream
+    assert cluster.label_selectors == {"run=r1"}
+
+
+def test_per_node_cap_binds_on_one_source_node():
+    cluster = FakeCluster()
+    work = jobs([("a%d" % i, "n1") for i in range(5)])
+    runner = batch(cluster, limit=5, per_node=2)
+    runner.run(work, creator(cluster))
+    assert cluster.peak == runner.peak == 2
+    assert all(j["outcome"] == "Succeeded" for j in work)
+
+
+def test_stop_on_failure_starts_nothing_more():
+    cluster = FakeCluster(fail={"a0"})
+    work = jobs([("a%d" % i, "n1") for i in range(5)])
+    batch(cluster, limit=1, per_node=2, stop_on_failure=True).run(work, creator(cluster))
+    assert [j["outcome"] for j in work] == ["Failed"] + ["NotStarted"] * 4
+    assert len(cluster.objects) == 1
+
+
+def test_failures_and_refusals_without_stop_on_failure():
+    cluster = FakeCluster(fail={"a1"})
+    work = jobs([("a0", "n1"), ("a1", "n1"), ("refused", "n1"), ("a3", "n1")])
+    batch(cluster, limit=2, per_node=2).run(work, creator(cluster))
+    assert [j["outcome"] for j in work] == ["Succeeded", "Failed", "NotCreated", "Succeeded"]
+    assert "refused" in work[2]["error"]
+
+
+def test_a_broken_watch_is_resumed_after_a_relist():
+    cluster = FakeCluster(break_after=2)
+    work = jobs([("a%d" % i, "n%d" % (i % 3)) for i in range(9)])
+    runner = batch(cluster, limit=3, per_node=2)
+    runner.run(work, creator(cluster))
+    assert all(j["outcome"] == "Succeeded" for j in work)
+    assert runner.reconnects == 1 and runner.relists == 2 and runner.watches == 2
+    assert cluster.peak <= 3
+
+
+def test_timeout_cancels_the_migration():
+    cluster = FakeCluster()
+    now = [0.0]
+
+    class StuckWatch(FakeWatch):
+        def stream(self, func, *args, **kwargs):
+            now[0] += 1000
+            return iter(())
+
+    runner = m.MigrationBatch(cluster, "run=r1", 2, 2, timeout=600, namespace="ns",
+                              watch_factory=lambda: StuckWatch(cluster), sleep=lambda s: None,
+                              clock=lambda: now[0])
+    work = jobs([("a0", "n1")])
+    runner.run(work, creator(cluster))
+    assert work[0]["outcome"] == "TimedOut" and "600" in work[0]["error"]
+    assert cluster.objects == {}
