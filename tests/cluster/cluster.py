@@ -4,6 +4,7 @@
     cluster.py up [--kubevirt 1.6|1.5]   start (or reuse) the cluster, print its kubeconfig
     cluster.py down                      stop it and remove .cluster/
     cluster.py kubevirt VERSION          switch the installed KubeVirt API (CRDs, CR status)
+    cluster.py restart-apiserver         stop and start kube-apiserver (clients must survive it)
 
 kwokctl's binary runtime runs etcd, kube-apiserver, kube-controller-manager,
 kube-scheduler and kwok-controller from the binaries build.py made. Only KubeVirt's
@@ -12,6 +13,7 @@ controllers are simulated (simulator.py), because KubeVirt needs KVM.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -228,6 +230,34 @@ def stop_simulator():
     (STATE / "simulator.pid").unlink(missing_ok=True)
 
 
+def restart_apiserver(timeout=60.0):
+    """Stop kube-apiserver and start it again with the same command line, as an upgrade or a
+    crash would; tests use it to prove that clients survive. The pid file kwokctl keeps is
+    updated, so `down` still stops the new process."""
+    workdir = STATE / "kwok" / "clusters" / NAME
+    pidfile = workdir / "pids" / "kube-apiserver.pid"
+    pid = int(pidfile.read_text())
+    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
+    # A graceful shutdown drains open watches for long; after a few seconds, kill it as a crash would.
+    os.kill(pid, signal.SIGTERM)
+    stop_by = time.monotonic() + 5
+    while Path(f"/proc/{pid}").exists():
+        if time.monotonic() > stop_by:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
+    with open(workdir / "logs" / "kube-apiserver.log", "ab") as logfile:
+        proc = subprocess.Popen(cmdline, cwd=workdir, stdout=logfile,  # pylint: disable=consider-using-with
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    pidfile.write_text(str(proc.pid))
+    deadline = time.monotonic() + timeout
+    while not reachable():
+        if time.monotonic() > deadline:
+            sys.exit(f"cluster.py: kube-apiserver did not come back within {timeout:.0f}s; see {workdir / 'logs'}")
+        time.sleep(0.2)
+    log(f"kube-apiserver restarted (pid {pid} -> {proc.pid})")
+
+
 def up(variant):
     started = time.monotonic()
     if reachable():
@@ -259,11 +289,14 @@ def main():
     sub.add_parser("down")
     p_kv = sub.add_parser("kubevirt")
     p_kv.add_argument("version")
+    sub.add_parser("restart-apiserver")
     args = parser.parse_args()
     if args.command == "up":
         up(args.kubevirt)
     elif args.command == "down":
         down()
+    elif args.command == "restart-apiserver":
+        restart_apiserver()
     else:
         install_kubevirt(args.version)
 

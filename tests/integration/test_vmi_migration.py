@@ -36,8 +36,8 @@ MANAGED = {"app.kubernetes.io/managed-by": "vmsched.kubevirt"}
 SLOW = {"sim.vmsched.kubevirt.io/migration-seconds": "30"}
 
 
-def run_module(kubeconfig, args, check=False):
-    """Run the module once; return (rc, result dict)."""
+def module_command(kubeconfig, args, check=False):
+    """The command line and environment that run the module once, as Ansible runs it."""
     env = dict(os.environ, KUBECONFIG=str(kubeconfig), ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS),
                ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
                ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
@@ -45,13 +45,22 @@ def run_module(kubeconfig, args, check=False):
     cmd = [str(BIN / "ansible"), "localhost", "-m", "vmsched.kubevirt.vmi_migration", "-a", json.dumps(args)]
     if check:
         cmd.append("--check")
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
+    return cmd, env
+
+
+def module_result(returncode, stdout, stderr):
     try:
-        out = json.loads(proc.stdout)
+        out = json.loads(stdout)
     except ValueError:
-        pytest.fail(f"ansible did not print JSON (rc {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    result = out["plays"][0]["tasks"][0]["hosts"]["localhost"]
-    return proc.returncode, result
+        pytest.fail(f"ansible did not print JSON (rc {returncode}):\n{stdout}\n{stderr}")
+    return returncode, out["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+
+def run_module(kubeconfig, args, check=False):
+    """Run the module once; return (rc, result dict)."""
+    cmd, env = module_command(kubeconfig, args, check)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
+    return module_result(proc.returncode, proc.stdout, proc.stderr)
 
 
 def node_of(kv, ns, name):
@@ -339,3 +348,21 @@ def test_wait_survives_watch_disconnects(kv, api_client, namespace, wait):
     final = watcher.wait(120)
     assert final["status"]["phase"] == "Succeeded"
     assert watcher.reconnects >= 1 and Flaky.streams >= 2
+
+
+def test_wait_survives_an_api_server_restart(kv, kubeconfig, namespace, wait):
+    vmi = start_vm(kv, namespace, "vm", wait, annotations={"sim.vmsched.kubevirt.io/migration-seconds": "10"},
+                   spec_extra={"nodeSelector": {"cpu": "slow"}})
+    target = "node03" if vmi["status"]["nodeName"] == "node01" else "node01"
+    cmd, env = module_command(kubeconfig, {"name": "vm", "namespace": namespace, "target_node": target})
+    with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        # The module is watching the VMIM when the API server goes away and comes back.
+        wait(lambda: [m for m in kv.list(VMIMS, namespace) if (m.get("status") or {}).get("phase") == "Running"],
+             "the module's migration Running")
+        restart = subprocess.run([sys.executable, str(ROOT / "tests" / "cluster" / "cluster.py"), "restart-apiserver"],
+                                 capture_output=True, text=True, check=False)
+        assert restart.returncode == 0, restart.stderr
+        stdout, stderr = proc.communicate(timeout=300)
+    rc, res = module_result(proc.returncode, stdout, stderr)
+    assert rc == 0, res.get("msg")
+    assert res["migration"]["phase"] == "Succeeded" and res["target_node"] == target == node_of(kv, namespace, "vm")
