@@ -1,0 +1,266 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""vmsched.kubevirt.scheduling_info against the local control plane and the KubeVirt simulator.
+
+The module reports cluster-wide while other tests create and delete VMs on the same
+cluster. So the expected figures are computed here, independently (the kubernetes
+client's own quantity parser, plain Python statistics), from direct API lists taken
+right before AND right after the module runs; the comparison is made only when both
+agree, i.e. nothing the report looks at changed in between (retried otherwise).
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+from kubernetes.utils import parse_quantity
+
+from .test_simulator import (  # noqa: F401  pylint: disable=unused-import
+    GROUP,
+    VERSION,
+    VMIMS,
+    VMIS,
+    VMS,
+    kv,
+    running_vmi,
+    simulator,
+    start_vm,
+    vm_manifest,
+    vmim_manifest,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+COLLECTIONS = ROOT / ".build" / "collections"
+AUDIT_LOG = ROOT / ".cluster" / "audit.log"
+USER_AGENT = "vmsched.kubevirt/scheduling_info"
+SLOW = {"sim.vmsched.kubevirt.io/migration-seconds": "60"}
+
+
+def run_module(kubeconfig, args=None):
+    env = dict(os.environ, KUBECONFIG=str(kubeconfig), ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS),
+               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
+               ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
+               ANSIBLE_PYTHON_INTERPRETER=sys.executable)
+    cmd = [str(BIN / "ansible"), "localhost", "-m", "vmsched.kubevirt.scheduling_info"]
+    if args:
+        cmd += ["-a", json.dumps(args)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
+    try:
+        out = json.loads(proc.stdout)
+    except ValueError:
+        pytest.fail(f"ansible did not print JSON (rc {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc.returncode, out["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+
+# --- the independent computation ------------------------------------------------------------------
+
+
+def _requests(pod):
+    """Effective requests of a pod (client models): containers summed, init containers as a max, overhead added."""
+    total = {}
+    for container in pod.spec.containers or []:
+        for res, qty in ((container.resources and container.resources.requests) or {}).items():
+            total[res] = total.get(res, 0) + parse_quantity(qty)
+    for container in pod.spec.init_containers or []:
+        for res, qty in ((container.resources and container.resources.requests) or {}).items():
+            total[res] = max(total.get(res, 0), parse_quantity(qty))
+    for res, qty in (pod.spec.overhead or {}).items():
+        total[res] = total.get(res, 0) + parse_quantity(qty)
+    return total
+
+
+def _cv(values):
+    if not values or statistics.fmean(values) == 0:
+        return None
+    return statistics.pstdev(values) / statistics.fmean(values)
+
+
+def expected_report(core, apps, custom):
+    nodes = core.list_node().items
+    pods = [p for p in core.list_pod_for_all_namespaces().items if p.status.phase not in ("Succeeded", "Failed")]
+    vmis = [v for v in custom.list_cluster_custom_object(GROUP, VERSION, VMIS)["items"]
+            if (v.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+    vmims = custom.list_cluster_custom_object(GROUP, VERSION, VMIMS)["items"]
+    deployments = apps.list_deployment_for_all_namespaces().items
+
+    per_node = {}
+    for node in nodes:
+        alloc = node.status.allocatable or {}
+        per_node[node.metadata.name] = {
+            "name": node.metadata.name, "vmi_count": 0, "cpu_requested": 0, "memory_requested": 0,
+            "cpu_allocatable": float(parse_quantity(alloc.get("cpu", "0"))),
+            "memory_allocatable": int(parse_quantity(alloc.get("memory", "0"))),
+            "taints": [(t.key, t.value, t.effect) for t in node.spec.taints or []],
+            "unschedulable": bool(node.spec.unschedulable)}
+    for pod in pods:
+        if pod.spec.node_name in per_node:
+            req = _requests(pod)
+            per_node[pod.spec.node_name]["cpu_requested"] += req.get("cpu", 0)
+            per_node[pod.spec.node_name]["memory_requested"] += req.get("memory", 0)
+    for vmi in vmis:
+        node = (vmi.get("status") or {}).get("nodeName")
+        if node in per_node:
+            per_node[node]["vmi_count"] += 1
+    rows = []
+    for name in sorted(per_node):
+        row = per_node[name]
+        row["cpu_requested"] = float(row["cpu_requested"])
+        row["memory_requested"] = int(row["memory_requested"])
+        rows.append(row)
+
+    usable = [r for r, n in zip(rows, sorted(nodes, key=lambda n: n.metadata.name))
+              if not r["unschedulable"] and (n.metadata.labels or {}).get("kubevirt.io/schedulable") == "true"]
+    schedulers = {}
+    for pod in pods:
+        name = pod.spec.scheduler_name or "default-scheduler"
+        schedulers.setdefault(name, {"pods": 0, "vmis": 0})["pods"] += 1
+    for vmi in vmis:
+        name = (vmi.get("spec") or {}).get("schedulerName") or "default-scheduler"
+        schedulers.setdefault(name, {"pods": 0, "vmis": 0})["vmis"] += 1
+    secondary = sorted(f"{d.metadata.namespace}/{d.metadata.name}" for d in deployments
+                       if (d.metadata.labels or {}).get("app.kubernetes.io/managed-by")
+                       == "vmsched.kubevirt.secondary_scheduler")
+    in_flight = sorted(f"{m['metadata']['namespace']}/{m['metadata']['name']}" for m in vmims
+                       if (m.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+                       and not m["metadata"].get("deletionTimestamp"))
+    return {
+        "nodes": rows,
+        "vmi_count_cv": _cv([r["vmi_count"] for r in usable]),
+        "cpu_share_cv": _cv([r["cpu_requested"] / r["cpu_allocatable"] for r in usable if r["cpu_allocatable"]]),
+        "balance_nodes": [r["name"] for r in usable],
+        "schedulers": schedulers,
+        "secondary": secondary,
+        "on_default": sorted(f"{v['metadata']['namespace']}/{v['metadata']['name']}" for v in vmis
+                             if ((v.get("spec") or {}).get("schedulerName") or "default-scheduler")
+                             == "default-scheduler"),
+        "in_flight": in_flight,
+    }
+
+
+def audit_since(offset):
+    """Audit entries of the module written after `offset` bytes of the log."""
+    entries = []
+    with open(AUDIT_LOG, "rb") as handle:
+        handle.seek(offset)
+        for line in handle:
+            if USER_AGENT.encode() not in line:
+                continue
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if entry.get("userAgent", "").startswith(USER_AGENT):
+                entries.append(entry)
+    return entries
+
+
+@pytest.fixture
+def apis(api_client):
+    return client.CoreV1Api(api_client), client.AppsV1Api(api_client), client.CustomObjectsApi(api_client)
+
+
+def test_figures_equal_an_independent_count(kv, apis, kubeconfig, namespace, wait):
+    core, apps, custom = apis
+    test_scheduler = f"sched-{namespace}"   # no such scheduler runs: its VMI stays unscheduled
+    # VMs spread by the real scheduler, one pinned to a fast node, one on a scheduler that does not exist.
+    for index in range(4):
+        kv.create(VMS, namespace, vm_manifest(f"vm{index}"))
+    kv.create(VMS, namespace, vm_manifest("pinned", spec_extra={"nodeSelector": {"cpu": "fast"}}))
+    kv.create(VMS, namespace, vm_manifest("slow", annotations=SLOW))
+    kv.create(VMS, namespace, vm_manifest("orphan", spec_extra={"schedulerName": test_scheduler}))
+    for name in ["vm0", "vm1", "vm2", "vm3", "pinned", "slow"]:
+        running_vmi(kv, namespace, name, wait)
+    wait(lambda: kv.get(VMIS, namespace, "orphan"), "VMI orphan created")
+    # A secondary scheduler Deployment as the secondary_scheduler role labels it (no replicas: no pods needed).
+    apps.create_namespaced_deployment(namespace, {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": test_scheduler, "labels": {
+            "app.kubernetes.io/managed-by": "vmsched.kubevirt.secondary_scheduler",
+            "app.kubernetes.io/instance": test_scheduler}},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": test_scheduler}},
+                 "template": {"metadata": {"labels": {"app": test_scheduler}},
+                              "spec": {"containers": [{"name": "s", "image": "example.invalid/scheduler:v1"}]}}}})
+    # A migration that stays Running for a minute.
+    kv.create(VMIMS, namespace, vmim_manifest("move-slow", "slow", annotations=SLOW))
+    wait(lambda: (kv.get(VMIMS, namespace, "move-slow") or {}).get("status", {}).get("phase") == "Running",
+         "VMIM move-slow Running")
+
+    for _attempt in range(10):
+        before = expected_report(core, apps, custom)
+        offset = AUDIT_LOG.stat().st_size
+        rc, res = run_module(kubeconfig)
+        after = expected_report(core, apps, custom)
+        if before == after:
+            break
+    else:
+        pytest.fail("the cluster kept changing under the report in 10 attempts", pytrace=False)
+    assert rc == 0 and res["changed"] is False, res.get("msg")
+    expected = before
+
+    assert [n["name"] for n in res["nodes"]] == [n["name"] for n in expected["nodes"]]
+    for got, want in zip(res["nodes"], expected["nodes"]):
+        assert got["vmi_count"] == want["vmi_count"], got["name"]
+        assert got["cpu_requested"] == pytest.approx(want["cpu_requested"], abs=1e-3), got["name"]
+        assert got["cpu_allocatable"] == pytest.approx(want["cpu_allocatable"], abs=1e-3), got["name"]
+        assert got["memory_requested"] == want["memory_requested"], got["name"]
+        assert got["memory_allocatable"] == want["memory_allocatable"], got["name"]
+        assert [(t["key"], t.get("value"), t["effect"]) for t in got["taints"]] == want["taints"], got["name"]
+        assert got["unschedulable"] is want["unschedulable"], got["name"]
+    # Our VMs are counted on the nodes they run on.
+    ours = {}
+    for name in ["vm0", "vm1", "vm2", "vm3", "pinned", "slow"]:
+        node = kv.get(VMIS, namespace, name)["status"]["nodeName"]
+        ours[node] = ours.get(node, 0) + 1
+    counts = {n["name"]: n["vmi_count"] for n in res["nodes"]}
+    assert all(counts[node] >= count for node, count in ours.items())
+    assert sum(n["vmi_count"] for n in res["nodes"]) >= 6
+
+    assert res["balance"]["nodes"] == expected["balance_nodes"] and "node06" not in res["balance"]["nodes"]
+    assert res["balance"]["vmi_count_cv"] == pytest.approx(expected["vmi_count_cv"], abs=1e-4)
+    assert res["balance"]["cpu_share_cv"] == pytest.approx(expected["cpu_share_cv"], abs=1e-4)
+    assert res["balance"]["vmi_count_cv"] is not None and res["balance"]["cpu_share_cv"] is not None
+
+    schedulers = {s["name"]: s for s in res["schedulers"]}
+    assert {name: {"pods": s["pods"], "vmis": s["vmis"]} for name, s in schedulers.items()
+            if s["pods"] or s["vmis"]} == expected["schedulers"]
+    assert schedulers[test_scheduler]["deployments"] == [f"{namespace}/{test_scheduler}"]
+    assert schedulers[test_scheduler]["vmis"] >= 1 and schedulers[test_scheduler]["default"] is False
+    assert schedulers["default-scheduler"]["default"] is True
+    assert sorted(d for s in res["schedulers"] for d in s["deployments"]
+                  if s["name"] is not None) == expected["secondary"]
+
+    assert res["vmis_on_default_scheduler"] == expected["on_default"]
+    assert f"{namespace}/vm0" in res["vmis_on_default_scheduler"]
+    assert f"{namespace}/orphan" not in res["vmis_on_default_scheduler"]
+
+    assert sorted(f"{m['namespace']}/{m['name']}" for m in res["migrations_in_flight"]) == expected["in_flight"]
+    mine = [m for m in res["migrations_in_flight"] if m["namespace"] == namespace]
+    assert len(mine) == 1 and mine[0]["vmi"] == "slow" and mine[0]["phase"] == "Running"
+
+    assert res["kubevirt"]["version"] == kv.custom.list_cluster_custom_object(
+        GROUP, VERSION, "kubevirts")["items"][0]["status"]["observedKubeVirtVersion"]
+    assert res["kubevirt"]["supports_added_node_selector"] is True
+    assert res["kubevirt"]["parallel_migrations_per_cluster"] == 5
+    assert res["kubevirt"]["parallel_outbound_migrations_per_node"] == 2
+    assert res["server_version"] == client.VersionApi(core.api_client).get_code().git_version
+    # The cluster's node fixtures list the launcher image in status.images on some nodes only.
+    launcher = "quay.io/kubevirt/virt-launcher:" + res["kubevirt"]["version"]
+    for node in core.list_node().items:
+        listed = any(launcher in (image.names or []) for image in node.status.images or [])
+        assert {n["name"]: n for n in res["nodes"]}[node.metadata.name]["lists_virt_launcher_image"] is listed
+
+    # One list call per kind, plus GET /version; nothing else, and no writes.
+    def requests():
+        found = audit_since(offset)
+        return found if len(found) >= 7 else None
+    entries = wait(requests, "the module's requests in the audit log", timeout=20)
+    calls = sorted((e["verb"], (e.get("objectRef") or {}).get("resource") or e["requestURI"]) for e in entries)
+    assert calls == sorted([("list", "nodes"), ("list", "pods"), ("list", "virtualmachineinstances"),
+                            ("list", "virtualmachineinstancemigrations"), ("list", "kubevirts"),
+                            ("list", "deployments"), ("get", "/version/")]), calls

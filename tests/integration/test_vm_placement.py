@@ -1,0 +1,211 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""vmsched.kubevirt.vm_placement against the local control plane.
+
+The bulk VMs are created with raw API calls, runStrategy Halted (no VMI, no pods);
+one VM runs through the simulator to check what the module says about running VMIs.
+Every test has its own namespace; the audit log is read from the offset where the
+test's module run started, filtered by the module's user agent.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from .test_simulator import (  # noqa: F401  pylint: disable=unused-import
+    GROUP,
+    VERSION,
+    VMS,
+    kv,
+    simulator,
+    start_vm,
+    vm_manifest,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+COLLECTIONS = ROOT / ".build" / "collections"
+AUDIT_LOG = ROOT / ".cluster" / "audit.log"
+USER_AGENT = "vmsched.kubevirt/vm_placement"
+PREVIOUS = "vmsched.kubevirt.io/placement-previous"
+EVICT = "descheduler.alpha.kubernetes.io/evict"
+BULK = int(os.environ.get("VMSCHED_PLACEMENT_VMS", "2000"))
+SETTINGS = {"scheduler_name": "vm-scheduler", "descheduler_evict": True, "node_selector": {"cpu": "fast"},
+            "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}]}
+
+
+def run_module(kubeconfig, args, check=False, diff=False):
+    env = dict(os.environ, KUBECONFIG=str(kubeconfig), ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS),
+               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
+               ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
+               ANSIBLE_PYTHON_INTERPRETER=sys.executable)
+    cmd = [str(BIN / "ansible"), "localhost", "-m", "vmsched.kubevirt.vm_placement", "-a", json.dumps(args)]
+    if check:
+        cmd.append("--check")
+    if diff:
+        cmd.append("--diff")
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
+    try:
+        out = json.loads(proc.stdout)
+    except ValueError:
+        pytest.fail(f"ansible did not print JSON (rc {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc.returncode, out["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+
+def audit_writes(offset, namespace):
+    """The module's non-read requests logged after `offset` bytes, in `namespace` or cluster-scoped."""
+    writes = []
+    with open(AUDIT_LOG, "rb") as handle:
+        handle.seek(offset)
+        for line in handle:
+            if USER_AGENT.encode() not in line:
+                continue
+            entry = json.loads(line)
+            if (entry.get("userAgent", "").startswith(USER_AGENT) and entry["verb"] not in ("get", "list", "watch")
+                    and (entry.get("objectRef") or {}).get("namespace") in (namespace, None)):
+                writes.append((entry["verb"], entry["requestURI"]))
+    return writes
+
+
+def audit_verbs(offset, namespace):
+    verbs = {}
+    with open(AUDIT_LOG, "rb") as handle:
+        handle.seek(offset)
+        for line in handle:
+            if USER_AGENT.encode() not in line:
+                continue
+            entry = json.loads(line)
+            if entry.get("userAgent", "").startswith(USER_AGENT) and \
+                    (entry.get("objectRef") or {}).get("namespace") == namespace:
+                verbs[entry["verb"]] = verbs.get(entry["verb"], 0) + 1
+    return verbs
+
+
+def templates(kv, namespace):
+    """name -> (spec.template, metadata.annotations) of every VM in the namespace."""
+    items = kv.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, VMS)["items"]
+    return {vm["metadata"]["name"]: (vm["spec"]["template"], vm["metadata"].get("annotations") or {}) for vm in items}
+
+
+def bulk_vm(index):
+    vm = vm_manifest(f"bulk-{index:04d}", run_strategy="Halted", labels={"bulk": "yes"})
+    vm["metadata"]["labels"] = {"bulk": "yes"}
+    if index % 10 == 0:  # some VMs come with settings of their own, which `absent` must bring back
+        vm["spec"]["template"]["spec"]["schedulerName"] = "old-scheduler"
+        vm["spec"]["template"]["spec"]["nodeSelector"] = {"cpu": "slow", "keep": "me"}
+        vm["spec"]["template"]["spec"]["tolerations"] = [{"key": "x", "operator": "Exists"}]
+    return vm
+
+
+def test_bulk_converge_idempotent_check_mode_and_restore(kv, kubeconfig, namespace, wait):
+    with ThreadPoolExecutor(max_workers=32) as pool:
+        list(pool.map(lambda i: kv.create(VMS, namespace, bulk_vm(i)), range(BULK)))
+    start_vm(kv, namespace, "running", wait, labels={"bulk": "yes"})
+    kv.patch(VMS, namespace, "running", {"metadata": {"labels": {"bulk": "yes"}}})
+    original = templates(kv, namespace)
+    assert len(original) == BULK + 1
+    args = dict(SETTINGS, namespace=namespace, label_selectors=["bulk=yes"])
+
+    # Check mode first: everything would change, nothing is written.
+    offset = AUDIT_LOG.stat().st_size
+    rc, res = run_module(kubeconfig, args, check=True)
+    assert rc == 0 and res["changed"] is True, res.get("msg")
+    assert res["counts"] == {"selected": BULK + 1, "changed": BULK + 1, "unchanged": 0, "failed": 0}
+    wait(lambda: audit_verbs(offset, namespace).get("list"), "the check-mode run's list in the audit log", timeout=20)
+    assert audit_writes(offset, namespace) == []
+    assert templates(kv, namespace) == original
+
+    # One task converges them all.
+    offset = AUDIT_LOG.stat().st_size
+    rc, res = run_module(kubeconfig, args)
+    assert rc == 0 and res["changed"] is True, res.get("msg")
+    assert res["counts"] == {"selected": BULK + 1, "changed": BULK + 1, "unchanged": 0, "failed": 0}
+    assert res["restart_required"] == [f"{namespace}/running"]
+    assert res["live_migration_required"] == []
+    assert len(res["vms"]) == BULK + 1
+    assert {v["takes_effect"] for v in res["vms"] if v["name"] != "running"} == {"next_start"}
+    after = templates(kv, namespace)
+    for name, (template, annotations) in after.items():
+        spec = template["spec"]
+        assert spec["schedulerName"] == "vm-scheduler", name
+        assert template["metadata"]["annotations"][EVICT] == "true", name
+        assert spec["nodeSelector"]["cpu"] == "fast", name
+        assert SETTINGS["tolerations"][0] in spec["tolerations"], name
+        assert PREVIOUS in annotations, name
+        # nothing else of the template changed
+        assert spec["domain"] == original[name][0]["spec"]["domain"], name
+        assert template["metadata"]["labels"] == original[name][0]["metadata"]["labels"], name
+    kept = after["bulk-0000"][0]["spec"]
+    assert kept["nodeSelector"] == {"cpu": "fast", "keep": "me"}
+    assert kept["tolerations"] == [{"key": "x", "operator": "Exists"}] + SETTINGS["tolerations"]
+    verbs = wait(lambda: (v := audit_verbs(offset, namespace)).get("patch", 0) >= BULK + 1 and v,
+                 "the patches in the audit log", timeout=30)
+    # Lists: the VMs in pages of 500, and the VMIs once (the KubeVirt CR is cluster-scoped, not counted here).
+    assert verbs["list"] == -(-(BULK + 1) // 500) + 1, verbs
+    assert verbs["patch"] == BULK + 1, verbs
+
+    # A second run changes nothing and writes nothing.
+    offset = AUDIT_LOG.stat().st_size
+    rc, res = run_module(kubeconfig, args)
+    assert rc == 0 and res["changed"] is False, res.get("msg")
+    assert res["counts"] == {"selected": BULK + 1, "changed": 0, "unchanged": BULK + 1, "failed": 0}
+    wait(lambda: audit_verbs(offset, namespace).get("list"), "the second run's list in the audit log", timeout=20)
+    assert audit_writes(offset, namespace) == []
+
+    # Diff mode (check mode too) shows per-VM diffs of the managed fields.
+    rc, res = run_module(kubeconfig, dict(args, scheduler_name="other", names=["bulk-0001", "bulk-0010"]),
+                         check=True, diff=True)
+    assert rc == 0 and res["changed"] is True
+    assert sorted(d["before_header"] for d in res["diff"]) == [f"{namespace}/bulk-0001", f"{namespace}/bulk-0010"]
+    assert all(d["before"] == {"schedulerName": "vm-scheduler"} and d["after"] == {"schedulerName": "other"}
+               for d in res["diff"])
+
+    # state=absent restores every VM's template exactly as it was and drops the record.
+    rc, res = run_module(kubeconfig, dict(args, state="absent"))
+    assert rc == 0 and res["changed"] is True, res.get("msg")
+    assert res["counts"]["changed"] == BULK + 1
+    restored = templates(kv, namespace)
+    for name, (template, annotations) in restored.items():
+        assert template == original[name][0], name
+        assert PREVIOUS not in annotations, name
+    rc, res = run_module(kubeconfig, dict(args, state="absent"))
+    assert rc == 0 and res["changed"] is False
+
+
+@pytest.mark.parametrize("bad, fragment", [
+    ({"node_selector": {"cpu": "fast!"}}, "node_selector cpu='fast!'"),
+    ({"scheduler_name": "Not_A_Name"}, "scheduler_name 'Not_A_Name'"),
+    ({"tolerations": [{"key": "a", "operator": "Exists", "value": "b"}]}, "operator Exists takes no value"),
+    ({"affinity": {"nodeAfinity": {}}}, "affinity: unknown field(s) nodeAfinity"),
+    ({"scheduler_name": "ok", "label_selectors": ["a in (b"]}, "invalid label_selectors"),
+    ({}, "state=present needs at least one of"),
+])
+def test_bad_input_fails_before_any_write(kv, kubeconfig, namespace, bad, fragment):
+    kv.create(VMS, namespace, vm_manifest("vm", run_strategy="Halted"))
+    before = templates(kv, namespace)
+    offset = AUDIT_LOG.stat().st_size
+    rc, res = run_module(kubeconfig, dict(bad, namespace=namespace))
+    assert rc != 0 and fragment in res["msg"], res.get("msg")
+    assert templates(kv, namespace) == before
+    assert audit_writes(offset, namespace) == []
+
+
+def test_absent_restores_after_settings_change_between_runs(kv, kubeconfig, namespace):
+    vm = vm_manifest("vm", run_strategy="Halted", spec_extra={"schedulerName": "mine"})
+    kv.create(VMS, namespace, vm)
+    original = templates(kv, namespace)["vm"][0]
+    for name in ("first", "second"):
+        rc, res = run_module(kubeconfig, {"namespace": namespace, "scheduler_name": name,
+                                          "node_selector": {"zone": name}, "node_selector_mode": "replace"})
+        assert rc == 0 and res["changed"] is True, res.get("msg")
+    template = templates(kv, namespace)["vm"][0]
+    assert template["spec"]["schedulerName"] == "second" and template["spec"]["nodeSelector"] == {"zone": "second"}
+    rc, res = run_module(kubeconfig, {"namespace": namespace, "state": "absent"})
+    assert rc == 0 and res["changed"] is True, res.get("msg")
+    assert res["vms"][0]["changes"]["schedulerName"] == {"before": "second", "after": "mine"}
+    assert templates(kv, namespace)["vm"][0] == original
