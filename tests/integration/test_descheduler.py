@@ -1,0 +1,405 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The descheduler role against the local control plane.
+
+KWOK makes the role's Deployment pod Ready without running anything: these tests prove
+what the role writes (and what it does not write), not the descheduler binary itself.
+
+Every test uses its own namespace; cluster-scoped objects the role creates carry the
+namespace in their names (vmsched:<namespace>:<name>), so parallel runs do not collide.
+"""
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client
+
+from .registry import free_port, run_playbook
+from .test_secondary_scheduler import Audit, token_kubeconfig
+from .test_simulator import simulator  # noqa: F401  pylint: disable=unused-import
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAYBOOK = ROOT / "tests" / "integration" / "playbooks" / "descheduler.yml"
+sys.path.insert(0, str(ROOT / "tests" / "cluster"))
+import build  # noqa: E402  pylint: disable=wrong-import-position
+
+K8S = build.read_versions()["KUBERNETES_VERSION"]
+MINOR = int(K8S.lstrip("v").split(".")[1])
+MANAGED_BY = "app.kubernetes.io/managed-by=vmsched.kubevirt.descheduler"
+NAME = "kubevirt-descheduler"
+
+# (api_version, kind, cluster-scoped)
+KINDS = [
+    ("apps/v1", "Deployment", False),
+    ("batch/v1", "CronJob", False),
+    ("v1", "ConfigMap", False),
+    ("v1", "ServiceAccount", False),
+    ("rbac.authorization.k8s.io/v1", "Role", False),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding", False),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole", True),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", True),
+]
+
+
+@pytest.fixture
+def run(kubeconfig, namespace):
+    """run(mode='cronjob', ...) runs the role in the test namespace with descheduler_<key> variables."""
+
+    def _run(check=False, **variables):
+        values = {"namespace": namespace, "rollout_timeout": 60}
+        values.update(variables)
+        return run_playbook(PLAYBOOK, {f"descheduler_{k}": v for k, v in values.items()}, kubeconfig, check=check)
+
+    return _run
+
+
+@pytest.fixture
+def cleanup(run):
+    """Make sure the cluster-scoped objects go even when a test fails half-way."""
+    yield
+    run(state="absent")
+
+
+def owned(dyn, namespace, name=NAME):
+    """Every object carrying this descheduler's labels, as (kind, namespace, name)."""
+    selector = f"{MANAGED_BY},app.kubernetes.io/instance={name},vmsched.kubevirt.io/descheduler-namespace={namespace}"
+    found = set()
+    for api_version, kind, cluster in KINDS:
+        resource = dyn.resources.get(api_version=api_version, kind=kind)
+        items = (resource.get(label_selector=selector) if cluster
+                 else resource.get(namespace=namespace, label_selector=selector)).items
+        found.update((kind, item.metadata.namespace, item.metadata.name) for item in items)
+    return found
+
+
+def resource_versions(dyn, namespace):
+    result = {}
+    for kind, ns, obj_name in owned(dyn, namespace):
+        api_version = next(a for a, k, _c in KINDS if k == kind)
+        resource = dyn.resources.get(api_version=api_version, kind=kind)
+        obj = resource.get(name=obj_name, namespace=ns) if ns else resource.get(name=obj_name)
+        result[(kind, ns, obj_name)] = obj.metadata.resourceVersion
+    return result
+
+
+def workload(dyn, namespace, kind="Deployment"):
+    api_version = "apps/v1" if kind == "Deployment" else "batch/v1"
+    return dyn.resources.get(api_version=api_version, kind=kind).get(name=NAME, namespace=namespace).to_dict()
+
+
+def policy(core, namespace):
+    return yaml.safe_load(core.read_namespaced_config_map(f"{NAME}-policy", namespace).data["policy.yaml"])
+
+
+def test_converge_idempotent_check_mode_mode_switch_and_absent(run, dyn, core, namespace, cleanup):
+    first = run()
+    assert not first.failed, first.failure
+    assert first.changed > 0
+    objects = owned(dyn, namespace)
+    assert sorted(kind for kind, _ns, _n in objects) == [
+        "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "ServiceAccount"], objects
+
+    pol = policy(core, namespace)
+    assert pol["apiVersion"] == "descheduler/v1alpha2" and pol["kind"] == "DeschedulerPolicy"
+    assert pol["nodeSelector"] == "kubevirt.io/schedulable=true"
+    # The KubeVirt CR of the local cluster leaves the migration limits at their defaults.
+    assert (pol["maxNoOfPodsToEvictPerNode"], pol["maxNoOfPodsToEvictTotal"]) == (2, 5)
+    [prof] = pol["profiles"]
+    assert prof["plugins"] == {"balance": {"enabled": ["LowNodeUtilization"]}}
+    evictor = [c["args"] for c in prof["pluginConfig"] if c["name"] == "DefaultEvictor"][0]
+    assert evictor == {"labelSelector": {"matchLabels": {"kubevirt.io": "virt-launcher"}}}  # opted-in VMs only
+
+    dep = workload(dyn, namespace)
+    assert dep["spec"]["strategy"] == {"type": "Recreate"}
+    pod_spec = dep["spec"]["template"]["spec"]
+    container = pod_spec["containers"][0]
+    assert container["image"] == f"registry.k8s.io/descheduler/descheduler:v0.{MINOR}.0"
+    assert container["args"] == [
+        "--policy-config-file=/policy-dir/policy.yaml", "--descheduling-interval=5m", "--bind-address=0.0.0.0",
+        "--secure-port=10258", "--feature-gates=EvictionsInBackground=true", "--v=3"]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": 10258, "scheme": "HTTPS"}
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert pod_spec["serviceAccountName"] == NAME
+    cluster_role = dyn.resources.get(api_version="rbac.authorization.k8s.io/v1", kind="ClusterRole").get(
+        name=f"vmsched:{namespace}:{NAME}").to_dict()
+    rules = {(r["apiGroups"][0], r["resources"][0]): r["verbs"] for r in cluster_role["rules"]}
+    assert rules[("", "pods/eviction")] == ["create"]
+    assert ("metrics.k8s.io", "nodes") not in rules  # requests need no metrics API
+    assert not any("secrets" in r["resources"] for r in cluster_role["rules"])
+
+    versions = resource_versions(dyn, namespace)
+    second = run()
+    assert not second.failed, second.failure
+    assert second.changed == 0, [name for name, result in second.results if result.get("changed")]
+    assert resource_versions(dyn, namespace) == versions
+
+    # Check mode with real changes to make (another mode, dry run, other thresholds): nothing is written.
+    audit = Audit(namespace)
+    check = run(check=True, mode="cronjob", dry_run=True, thresholds={"cpu": 10}, target_thresholds={"cpu": 30})
+    assert not check.failed, check.failure
+    assert check.changed > 0
+    assert audit.writes() == []
+    assert resource_versions(dyn, namespace) == versions
+
+    # Switching to a CronJob replaces the Deployment; the pod template is the same, plus --dry-run.
+    switched = run(mode="cronjob", dry_run=True, schedule="*/10 * * * *")
+    assert not switched.failed, switched.failure
+    kinds = sorted(kind for kind, _ns, _n in owned(dyn, namespace))
+    assert kinds == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "CronJob", "ServiceAccount"], kinds
+    cron = workload(dyn, namespace, "CronJob")
+    assert cron["spec"]["schedule"] == "*/10 * * * *" and cron["spec"]["concurrencyPolicy"] == "Forbid"
+    args = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--dry-run" in args and not any(a.startswith("--descheduling-interval") for a in args)
+
+    # absent removes what the role made and nothing else, even look-alikes.
+    core.create_namespaced_config_map(namespace, client.V1ConfigMap(metadata=client.V1ObjectMeta(
+        name=f"{NAME}-mine", labels={"app.kubernetes.io/instance": NAME})))
+    gone = run(state="absent")
+    assert not gone.failed, gone.failure
+    assert owned(dyn, namespace) == set()
+    assert core.read_namespaced_config_map(f"{NAME}-mine", namespace)
+    again = run(state="absent")
+    assert not again.failed and again.changed == 0
+
+
+@pytest.mark.parametrize("variables, message", [
+    ({"thresholds": {"cpu": 60, "memory": 20}, "target_thresholds": {"cpu": 50, "memory": 50}},
+     "thresholds.cpu (60) is above targetThresholds.cpu (50)"),
+    ({"thresholds": {"cpu": 20}, "target_thresholds": {"cpu": 50, "memory": 50}},
+     "thresholds and targetThresholds must name the same resources"),
+    ({"thresholds": {"cpu": -1}, "target_thresholds": {"cpu": 120}}, "percentages must be numbers from 0 to 100"),
+    ({"metrics_source": "prometheus", "prometheus_query": "up"}, "the Prometheus metrics source needs a URL"),
+    ({"metrics_source": "prometheus", "prometheus_url": "http://prometheus:9090", "prometheus_query": "up",
+      "thresholds": {"cpu": 20}, "target_thresholds": {"cpu": 50}}, "exactly one resource, MetricResource"),
+    ({"strategies": ["HighNodeUtilization"]}, "enable one of them"),
+    ({"strategy_args": {"RemoveDuplicates": {}}}, "strategy arguments for 'RemoveDuplicates'"),
+])
+def test_bad_policy_fails_before_anything_is_written(run, dyn, namespace, variables, message):
+    audit = Audit(namespace)
+    bad = run(**variables)
+    assert bad.failed
+    assert "invalid descheduler policy" in bad.failure and message in bad.failure, bad.failure
+    assert audit.writes() == []
+    assert owned(dyn, namespace) == set()
+
+
+def test_unknown_strategy_is_refused_by_the_argument_spec(run, dyn, namespace):
+    bad = run(strategies=["RemovePodsHavingTooManyRestartz"])
+    assert bad.failed and "RemovePodsHavingTooManyRestartz" in bad.failure, bad.failure
+    assert owned(dyn, namespace) == set()
+
+
+def test_prometheus_with_token_secret(run, dyn, core, namespace, cleanup):
+    query = "avg by (instance) (rate(node_pressure_cpu_waiting_seconds_total[1m]))"
+    variables = {"metrics_source": "prometheus", "prometheus_url": "https://prometheus.monitoring.svc:9091",
+                 "prometheus_query": query, "prometheus_token_secret": "prom-token",
+                 "thresholds": {"MetricResource": 10}, "target_thresholds": {"MetricResource": 30}}
+    audit = Audit(namespace)
+    missing = run(**variables)
+    assert missing.failed, missing
+    assert f"The Prometheus token Secret {namespace}/prom-token does not exist" in missing.failure, missing.failure
+    assert "not-a-real-token" not in missing.stdout
+    assert audit.writes() == []
+
+    core.create_namespaced_secret(namespace, client.V1Secret(metadata=client.V1ObjectMeta(name="prom-token"), data={
+        "prometheusAuthToken": base64.b64encode(b"not-a-real-token").decode()}))
+    result = run(**variables)
+    assert not result.failed, result.failure
+    pol = policy(core, namespace)
+    assert pol["metricsProviders"] == [{"source": "Prometheus", "prometheus": {
+        "url": "https://prometheus.monitoring.svc:9091",
+        "authToken": {"secretReference": {"name": "prom-token", "namespace": namespace}}}}]
+    lnu = [c["args"] for c in pol["profiles"][0]["pluginConfig"] if c["name"] == "LowNodeUtilization"][0]
+    assert lnu["metricsUtilization"] == {"source": "Prometheus", "prometheus": {"query": query}}
+    role = dyn.resources.get(api_version="rbac.authorization.k8s.io/v1", kind="Role").get(
+        name=f"{NAME}-prometheus-token", namespace=namespace).to_dict()
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}]
+
+    # Back to requests: the Secret access goes.
+    plain = run()
+    assert not plain.failed, plain.failure
+    assert ("Role", namespace, f"{NAME}-prometheus-token") not in owned(dyn, namespace)
+
+
+def test_metrics_server_source_grants_metrics_access(run, dyn, core, namespace, cleanup):
+    result = run(metrics_source="kubernetes_metrics", evict_all_vms=True)
+    assert not result.failed, result.failure
+    pol = policy(core, namespace)
+    assert pol["metricsProviders"] == [{"source": "KubernetesMetrics"}]
+    evictor = [c["args"] for c in pol["profiles"][0]["pluginConfig"] if c["name"] == "DefaultEvictor"][0]
+    assert evictor["podProtections"] == {"defaultDisabled": ["PodsWithLocalStorage"]}
+    cluster_role = dyn.resources.get(api_version="rbac.authorization.k8s.io/v1", kind="ClusterRole").get(
+        name=f"vmsched:{namespace}:{NAME}").to_dict()
+    assert {"apiGroups": ["metrics.k8s.io"], "resources": ["nodes", "pods"], "verbs": ["get", "list"]} \
+        in cluster_role["rules"]
+
+
+def test_opt_in_vms(run, api_client, namespace, cleanup):
+    custom = client.CustomObjectsApi(api_client)
+    custom.create_namespaced_custom_object("kubevirt.io", "v1", namespace, "virtualmachines", {
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": "web"},
+        "spec": {"runStrategy": "Halted", "template": {"metadata": {"labels": {"app": "web"}}, "spec": {
+            "domain": {"cpu": {"cores": 1}, "memory": {"guest": "1Gi"}, "devices": {}}}}}})
+    audit = Audit(namespace)
+    missing = run(opt_in_vms=[{"name": "web", "namespace": namespace}, {"name": "nope", "namespace": namespace}])
+    assert missing.failed
+    assert f"VMs to opt in to eviction do not exist: {namespace}/nope" == missing.failure, missing.failure
+    # Checked before anything is applied. (The simulator writes the VM's status: not ours.)
+    assert [w for w in audit.writes() if w[1] != "virtualmachines"] == []
+    vm = custom.get_namespaced_custom_object("kubevirt.io", "v1", namespace, "virtualmachines", "web")
+    assert "annotations" not in vm["spec"]["template"]["metadata"]
+    assert custom.list_namespaced_custom_object("kubevirt.io", "v1", namespace, "virtualmachines")["items"][0][
+        "metadata"]["name"] == "web"  # no VM was created for the typo
+
+    result = run(opt_in_vms=[{"name": "web", "namespace": namespace}])
+    assert not result.failed, result.failure
+    vm = custom.get_namespaced_custom_object("kubevirt.io", "v1", namespace, "virtualmachines", "web")
+    assert vm["spec"]["template"]["metadata"]["annotations"] == {"descheduler.alpha.kubernetes.io/evict": "true"}
+    assert vm["spec"]["template"]["metadata"]["labels"] == {"app": "web"}
+    again = run(opt_in_vms=[{"name": "web", "namespace": namespace}])
+    assert not again.failed and again.changed == 0, [n for n, r in again.results if r.get("changed")]
+
+
+# --- the real descheduler ------------------------------------------------------------
+# Built from its Go module at the release the role picks for this cluster (through the
+# collection's gobuild.py, cached by version like the control plane's binaries) and run
+# here with the policy and the arguments the role applied, as the role's ServiceAccount.
+
+DESCHEDULER_VERSION = f"v0.{MINOR}.0"
+TEST_LABEL = "vmsched.kubevirt.io/test-descheduler"
+EVICT = "descheduler.alpha.kubernetes.io/evict"
+
+
+@pytest.fixture(scope="session")
+def descheduler_binary():
+    out = build.cache_dir() / "bin" / f"descheduler-{DESCHEDULER_VERSION}"
+    binary = out / "descheduler"
+    if not binary.exists():
+        out.mkdir(parents=True, exist_ok=True)
+        stamp = "sigs.k8s.io/descheduler/pkg/version"
+        build.go_builder().build_wrapped(
+            str(build.cache_dir() / "src" / f"descheduler-{DESCHEDULER_VERSION}"), "descheduler",
+            "sigs.k8s.io/descheduler", DESCHEDULER_VERSION, ["sigs.k8s.io/descheduler/cmd/descheduler"],
+            [str(out / "descheduler.tmp")],
+            ldflags=f"-s -w -X {stamp}.version={DESCHEDULER_VERSION} -X {stamp}.buildDate=1970-01-01T00:00:00Z")
+        os.replace(out / "descheduler.tmp", binary)
+    return binary
+
+
+@pytest.fixture
+def vm_nodes(core, namespace, wait):
+    """Three fake nodes of this test only (8 CPUs each), tainted so that no other test's pod lands there.
+
+    All but the first start cordoned, so that the VMs start on the first one.
+    """
+    names = [f"dsch-{namespace[2:]}-{x}" for x in "abc"]
+    capacity = {"cpu": "8", "memory": "16Gi", "pods": "110"}
+    for name in names:
+        core.create_node(client.V1Node(
+            metadata=client.V1ObjectMeta(name=name, annotations={"kwok.x-k8s.io/node": "fake"}, labels={
+                "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok",
+                "kubevirt.io/schedulable": "true", TEST_LABEL: namespace}),
+            spec=client.V1NodeSpec(unschedulable=name != names[0],
+                                   taints=[client.V1Taint(key=TEST_LABEL, value=namespace, effect="NoSchedule")]),
+            status=client.V1NodeStatus(capacity=capacity, allocatable=capacity)))
+    wait(lambda: all(any(c.type == "Ready" and c.status == "True" for c in core.read_node(n).status.conditions or [])
+                     for n in names), "the test's nodes Ready", timeout=60)
+    yield names
+    for name in names:
+        core.delete_node(name)
+
+
+def vm(name, nodes, namespace, opted_in):
+    annotations = {"sim.vmsched.kubevirt.io/migration-seconds": "1"}
+    if opted_in:
+        annotations[EVICT] = "true"
+    terms = [{"key": "kubernetes.io/hostname", "operator": "In", "values": nodes}]
+    return {
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": name},
+        "spec": {"runStrategy": "Always", "template": {
+            "metadata": {"labels": {"app": name}, "annotations": annotations},
+            "spec": {
+                "domain": {"cpu": {"cores": 1}, "memory": {"guest": "1Gi"}, "devices": {},
+                           "resources": {"requests": {"cpu": "1"}}},
+                "evictionStrategy": "LiveMigrate",
+                "tolerations": [{"key": TEST_LABEL, "operator": "Equal", "value": namespace, "effect": "NoSchedule"}],
+                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": terms}]}}}}}}}
+
+
+def vmi_node(custom, namespace, name):
+    try:
+        vmi = custom.get_namespaced_custom_object("kubevirt.io", "v1", namespace, "virtualmachineinstances", name)
+    except client.ApiException:
+        return None
+    status = vmi.get("status") or {}
+    return status.get("nodeName") if status.get("phase") == "Running" else None
+
+
+def run_descheduler(binary, args, policy_text, kubeconfig, workdir):
+    """One descheduling pass (no --descheduling-interval) with the role's arguments, on a free local port."""
+    (workdir / "policy.yaml").write_text(policy_text)
+    replaced = ("--policy-config-file", "--descheduling-interval", "--bind-address", "--secure-port")
+    keep = [a for a in args if not a.startswith(replaced)]
+    cmd = [str(binary), f"--policy-config-file={workdir / 'policy.yaml'}", f"--kubeconfig={kubeconfig}",
+           "--bind-address=127.0.0.1", f"--secure-port={free_port()}", *keep]
+    proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=120, check=False)
+    log = proc.stdout + proc.stderr
+    (workdir / f"descheduler-{len(list(workdir.glob('descheduler-*.log')))}.log").write_text(log)
+    assert proc.returncode == 0, f"descheduler exited with {proc.returncode}:\n{log[-4000:]}"
+    assert "forbidden" not in log.lower(), log[-4000:]
+    return log
+
+
+@pytest.mark.usefixtures("simulator", "cleanup")
+def test_real_descheduler_migrates_only_opted_in_vms_off_the_overloaded_node(
+        run, api_client, core, dyn, namespace, wait, vm_nodes, descheduler_binary, tmp_path):
+    custom = client.CustomObjectsApi(api_client)
+    opted, kept = ["opt-a", "opt-b", "opt-c"], ["keep-a", "keep-b"]
+    for name in opted + kept:
+        custom.create_namespaced_custom_object("kubevirt.io", "v1", namespace, "virtualmachines",
+                                               vm(name, vm_nodes, namespace, name in opted))
+    placed = wait(lambda: (p := {n: vmi_node(custom, namespace, n) for n in opted + kept}) and all(p.values()) and p,
+                  "the five VMs running", timeout=90)
+    assert set(placed.values()) == {vm_nodes[0]}, f"premise: all VMs on {vm_nodes[0]}, got {placed}"
+    for name in vm_nodes[1:]:
+        core.patch_node(name, {"spec": {"unschedulable": False}})
+    launchers = {p.metadata.name for p in core.list_namespaced_pod(namespace, label_selector="kubevirt.io=virt-launcher").items}
+
+    # Only the test's nodes: the first at 5/8 CPUs requested, the other two empty. Three opted-in VMs
+    # could go, the per-node limit (KubeVirt's parallelOutboundMigrationsPerNode, 2) lets two.
+    selector = f"{TEST_LABEL}={namespace}"
+    levels = {"thresholds": {"cpu": 10, "memory": 10, "pods": 10},
+              "target_thresholds": {"cpu": 20, "memory": 20, "pods": 20}}
+
+    # The opted-in VMs are evicted, KubeVirt (the simulator) answers 429 and migrates them.
+    real = run(node_selector=selector, **levels)
+    assert not real.failed, real.failure
+    kubeconfig = token_kubeconfig(api_client, core, namespace, NAME, tmp_path / "sa.kubeconfig")
+    dep = workload(dyn, namespace)
+    args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--feature-gates=EvictionsInBackground=true" in args and "--dry-run" not in args
+    log = run_descheduler(descheduler_binary, args, core.read_namespaced_config_map(
+        f"{NAME}-policy", namespace).data["policy.yaml"], kubeconfig, tmp_path)
+    assumed = sorted(line.split('pod="', 1)[1].split('"', 1)[0] for line in log.splitlines()
+                     if "Eviction in background assumed" in line)
+    assert len(assumed) == 2 and all(f"{namespace}/virt-launcher-opt-" in pod for pod in assumed), (
+        assumed, log[-4000:])
+    migrations = wait(lambda: (m := custom.list_namespaced_custom_object(
+        "kubevirt.io", "v1", namespace, "virtualmachineinstancemigrations")["items"]) and len(m) >= 2
+        and all((x.get("status") or {}).get("phase") == "Succeeded" for x in m) and m,
+        "two evacuation migrations Succeeded", timeout=90)
+    migrated = sorted(m["spec"]["vmiName"] for m in migrations)
+    assert len(migrated) == 2 and set(migrated) < set(opted), migrated
+    for name in migrated:
+        assert vmi_node(custom, namespace, name) in vm_nodes[1:]
+    # The rest never moved: same node, same launcher pods.
+    assert {n: vmi_node(custom, namespace, n) for n in opted + kept if n not in migrated} == {
+        n: vm_nodes[0] for n in opted + kept if n not in migrated}
+    now = {p.metadata.name for p in core.list_namespaced_pod(namespace, label_selector="kubevirt.io=virt-launcher").items}
+    assert {p for p in launchers if not any(f"-{m}-" in p for m in migrated)} <= now
