@@ -10,16 +10,13 @@ agree, i.e. nothing the report looks at changed in between (retried otherwise).
 from __future__ import annotations
 
 import json
-import os
 import statistics
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from kubernetes import client
 from kubernetes.utils import parse_quantity
 
+from . import ansible_module
 from .test_simulator import (  # noqa: F401  pylint: disable=unused-import
     GROUP,
     VERSION,
@@ -34,28 +31,14 @@ from .test_simulator import (  # noqa: F401  pylint: disable=unused-import
     vmim_manifest,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-COLLECTIONS = ROOT / ".build" / "collections"
-AUDIT_LOG = ROOT / ".cluster" / "audit.log"
+MODULE = "vmsched.kubevirt.scheduling_info"
+AUDIT_LOG = ansible_module.ROOT / ".cluster" / "audit.log"
 USER_AGENT = "vmsched.kubevirt/scheduling_info"
 SLOW = {"sim.vmsched.kubevirt.io/migration-seconds": "60"}
 
 
 def run_module(kubeconfig, args=None):
-    env = dict(os.environ, KUBECONFIG=str(kubeconfig), ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS),
-               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
-               ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
-               ANSIBLE_PYTHON_INTERPRETER=sys.executable)
-    cmd = [str(BIN / "ansible"), "localhost", "-m", "vmsched.kubevirt.scheduling_info"]
-    if args:
-        cmd += ["-a", json.dumps(args)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
-    try:
-        out = json.loads(proc.stdout)
-    except ValueError:
-        pytest.fail(f"ansible did not print JSON (rc {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc.returncode, out["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    return ansible_module.run_module(MODULE, kubeconfig, args)
 
 
 # --- the independent computation ------------------------------------------------------------------

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
+from . import ansible_module
 from .test_simulator import (  # noqa: F401  pylint: disable=unused-import
     GROUP,
     VERSION,
@@ -27,10 +25,8 @@ from .test_simulator import (  # noqa: F401  pylint: disable=unused-import
     vm_manifest,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-COLLECTIONS = ROOT / ".build" / "collections"
-AUDIT_LOG = ROOT / ".cluster" / "audit.log"
+MODULE = "vmsched.kubevirt.vm_placement"
+AUDIT_LOG = ansible_module.ROOT / ".cluster" / "audit.log"
 USER_AGENT = "vmsched.kubevirt/vm_placement"
 PREVIOUS = "vmsched.kubevirt.io/placement-previous"
 EVICT = "descheduler.alpha.kubernetes.io/evict"
@@ -40,21 +36,7 @@ SETTINGS = {"scheduler_name": "vm-scheduler", "descheduler_evict": True, "node_s
 
 
 def run_module(kubeconfig, args, check=False, diff=False):
-    env = dict(os.environ, KUBECONFIG=str(kubeconfig), ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS),
-               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
-               ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
-               ANSIBLE_PYTHON_INTERPRETER=sys.executable)
-    cmd = [str(BIN / "ansible"), "localhost", "-m", "vmsched.kubevirt.vm_placement", "-a", json.dumps(args)]
-    if check:
-        cmd.append("--check")
-    if diff:
-        cmd.append("--diff")
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
-    try:
-        out = json.loads(proc.stdout)
-    except ValueError:
-        pytest.fail(f"ansible did not print JSON (rc {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc.returncode, out["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    return ansible_module.run_module(MODULE, kubeconfig, args, check=check, diff=diff)
 
 
 def audit_writes(offset, namespace):

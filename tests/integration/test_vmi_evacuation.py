@@ -7,14 +7,8 @@ pulled onto one node by a preferred node affinity, never by cordoning shared nod
 from __future__ import annotations
 
 import datetime
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
-import pytest
-
+from . import ansible_module
 from .test_simulator import (  # noqa: F401  pylint: disable=unused-import
     VMIMS,
     VMIS,
@@ -25,9 +19,7 @@ from .test_simulator import (  # noqa: F401  pylint: disable=unused-import
 )
 from .test_vmi_migration import audit_entries
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-COLLECTIONS = ROOT / ".build" / "collections"
+MODULE = "vmsched.kubevirt.vmi_evacuation"
 USER_AGENT = "vmsched.kubevirt/vmi_evacuation"
 RUN_LABEL = "vmsched.kubevirt.io/evacuation-run"
 SOURCE = "node01"
@@ -35,19 +27,7 @@ ZONE_B = {"topology.kubernetes.io/zone": "zone-b"}      # node03 and node04
 
 
 def run_module(kubeconfig, args, check=False):
-    env = dict(os.environ, KUBECONFIG=str(kubeconfig), ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS),
-               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
-               ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
-               ANSIBLE_PYTHON_INTERPRETER=sys.executable)
-    cmd = [str(BIN / "ansible"), "localhost", "-m", "vmsched.kubevirt.vmi_evacuation", "-a", json.dumps(args)]
-    if check:
-        cmd.append("--check")
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
-    try:
-        out = json.loads(proc.stdout)
-    except ValueError:
-        pytest.fail(f"ansible did not print JSON (rc {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc.returncode, out["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    return ansible_module.run_module(MODULE, kubeconfig, args, check=check)
 
 
 def prefer(node):

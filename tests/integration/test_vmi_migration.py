@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from kubernetes import client
 
+from . import ansible_module
 from .test_simulator import (  # noqa: F401  pylint: disable=unused-import
     VMIMS,
     VMIS,
@@ -28,39 +27,15 @@ from .test_simulator import (  # noqa: F401  pylint: disable=unused-import
     wait_migration,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-COLLECTIONS = ROOT / ".build" / "collections"
+ROOT = ansible_module.ROOT
+MODULE = "vmsched.kubevirt.vmi_migration"
 USER_AGENT = "vmsched.kubevirt/vmi_migration"
 MANAGED = {"app.kubernetes.io/managed-by": "vmsched.kubevirt"}
 SLOW = {"sim.vmsched.kubevirt.io/migration-seconds": "30"}
 
 
-def module_command(kubeconfig, args, check=False):
-    """The command line and environment that run the module once, as Ansible runs it."""
-    env = dict(os.environ, KUBECONFIG=str(kubeconfig), ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS),
-               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
-               ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
-               ANSIBLE_PYTHON_INTERPRETER=sys.executable)
-    cmd = [str(BIN / "ansible"), "localhost", "-m", "vmsched.kubevirt.vmi_migration", "-a", json.dumps(args)]
-    if check:
-        cmd.append("--check")
-    return cmd, env
-
-
-def module_result(returncode, stdout, stderr):
-    try:
-        out = json.loads(stdout)
-    except ValueError:
-        pytest.fail(f"ansible did not print JSON (rc {returncode}):\n{stdout}\n{stderr}")
-    return returncode, out["plays"][0]["tasks"][0]["hosts"]["localhost"]
-
-
 def run_module(kubeconfig, args, check=False):
-    """Run the module once; return (rc, result dict)."""
-    cmd, env = module_command(kubeconfig, args, check)
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
-    return module_result(proc.returncode, proc.stdout, proc.stderr)
+    return ansible_module.run_module(MODULE, kubeconfig, args, check=check, timeout=300)
 
 
 def node_of(kv, ns, name):
@@ -354,7 +329,8 @@ def test_wait_survives_an_api_server_restart(kv, kubeconfig, namespace, wait):
     vmi = start_vm(kv, namespace, "vm", wait, annotations={"sim.vmsched.kubevirt.io/migration-seconds": "10"},
                    spec_extra={"nodeSelector": {"cpu": "slow"}})
     target = "node03" if vmi["status"]["nodeName"] == "node01" else "node01"
-    cmd, env = module_command(kubeconfig, {"name": "vm", "namespace": namespace, "target_node": target})
+    cmd, env = ansible_module.module_command(MODULE, kubeconfig, {"name": "vm", "namespace": namespace,
+                                                                  "target_node": target})
     with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
         # The module is watching the VMIM when the API server goes away and comes back.
         wait(lambda: [m for m in kv.list(VMIMS, namespace) if (m.get("status") or {}).get("phase") == "Running"],
@@ -363,6 +339,6 @@ def test_wait_survives_an_api_server_restart(kv, kubeconfig, namespace, wait):
                                  capture_output=True, text=True, check=False)
         assert restart.returncode == 0, restart.stderr
         stdout, stderr = proc.communicate(timeout=300)
-    rc, res = module_result(proc.returncode, stdout, stderr)
+    rc, res = ansible_module.module_result(proc.returncode, stdout, stderr)
     assert rc == 0, res.get("msg")
     assert res["migration"]["phase"] == "Succeeded" and res["target_node"] == target == node_of(kv, namespace, "vm")
