@@ -203,7 +203,7 @@ def test_parse_download_garbage():
     [
         ("go: go.mod requires go >= 1.27 (running go 1.26.8; GOTOOLCHAIN=local)", "newer Go"),
         ("reading https://proxy.golang.org/x/@v/list: 403 Forbidden", "GOPROXY"),
-        ("write /root/.cache/go-build/xx: no space left on device", "disk is full"),
+        ("write /var/cache/go-build/xx: no space left on device", "disk is full"),
         ("compile error", ""),
     ],
 )
