@@ -25,6 +25,8 @@ except ImportError:  # reported by AnsibleK8SModule's requirement check
         reason = None
         body = None
 
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
+
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.versions import (
     KUBEVIRT_FEATURES,
     VersionError,
@@ -52,6 +54,21 @@ DEFAULT_PARALLEL_OUTBOUND_PER_NODE = 2
 
 class KubeVirtError(Exception):
     """A failure with a message meant for the user."""
+
+
+def module_api_client(module, user_agent):
+    """kubernetes.core's client for a module, with the module's own user agent so that the
+    API server's audit log tells its requests apart."""
+    api_client = get_api_client(module=module).client.client
+    api_client.user_agent = user_agent
+    return api_client
+
+
+def error_message(exc):
+    """What a module reports for an error: the API server's own message for API errors."""
+    if isinstance(exc, ApiException):
+        return "Kubernetes API error: %s" % api_error_message(exc)
+    return str(exc)
 
 
 def api_error_message(exc):

@@ -238,7 +238,6 @@ import json
 import math
 
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
 
@@ -253,7 +252,8 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
     ApiException,
     KubeVirtError,
     KubeVirtReader,
-    api_error_message,
+    error_message,
+    module_api_client,
     detect_capabilities,
     in_flight,
     phase,
@@ -494,13 +494,9 @@ def collect(reader):
 def main():
     module = AnsibleK8SModule(argument_spec=copy.deepcopy(AUTH_ARG_SPEC), supports_check_mode=True)
     try:
-        api_client = get_api_client(module=module).client.client
-        api_client.user_agent = USER_AGENT
-        result, warnings = collect(SnapshotReader(api_client))
-    except ApiException as exc:
-        module.fail_json(msg="Kubernetes API error: %s" % api_error_message(exc))
-    except (KubeVirtError, CoreException, placement.QuantityError) as exc:
-        module.fail_json(msg=str(exc))
+        result, warnings = collect(SnapshotReader(module_api_client(module, USER_AGENT)))
+    except (ApiException, KubeVirtError, CoreException, placement.QuantityError) as exc:
+        module.fail_json(msg=error_message(exc))
     for warning in warnings:
         module.warn(warning)
     module.exit_json(changed=False, **result)

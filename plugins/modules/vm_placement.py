@@ -229,7 +229,6 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
 
@@ -243,6 +242,8 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
     KubeVirtError,
     KubeVirtReader,
     api_error_message,
+    error_message,
+    module_api_client,
     phase,
 )
 
@@ -658,18 +659,15 @@ def main():
         errors = validate(module.params)  # before a client exists: bad input never reaches the API
         if errors:
             raise PlacementError("invalid settings: " + "; ".join(errors))
-        api_client = get_api_client(module=module).client.client
-        api_client.user_agent = USER_AGENT
+        api_client = module_api_client(module, USER_AGENT)
         pool_manager = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
         if pool_manager is not None:  # one connection per thread, instead of urllib3 discarding the extra ones
             pool_manager.connection_pool_kw["maxsize"] = max(module.params["concurrency"], 4)
             pool_manager.clear()
         placement = Placement(module, api_client)
         result = placement.run()
-    except ApiException as exc:
-        module.fail_json(msg="Kubernetes API error: %s" % api_error_message(exc))
-    except (KubeVirtError, CoreException) as exc:
-        module.fail_json(msg=str(exc))
+    except (ApiException, KubeVirtError, CoreException) as exc:
+        module.fail_json(msg=error_message(exc))
     for warning in placement.warnings:
         module.warn(warning)
     if result["failed"]:

@@ -288,7 +288,6 @@ import time
 import uuid
 
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
 
@@ -299,6 +298,8 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
     KubeVirtReader,
     added_node_selector_minimum,
     api_error_message,
+    error_message,
+    module_api_client,
     condition,
     detect_capabilities,
     in_flight,
@@ -665,19 +666,13 @@ def main():
     started = time.monotonic()
     evacuation = None
     try:
-        k8s = get_api_client(module=module)
-        api_client = k8s.client.client
-        api_client.user_agent = USER_AGENT
-        evacuation = Evacuation(module, api_client)
+        evacuation = Evacuation(module, module_api_client(module, USER_AGENT))
         evacuation.run()
     except (KubeVirtError, CoreException, ApiException) as exc:
         result = evacuation.result if evacuation else {}
         for warning in (evacuation.warnings if evacuation else []):
             module.warn(warning)
-        msg = str(exc)
-        if isinstance(exc, ApiException):
-            msg = "Kubernetes API error: %s" % api_error_message(exc)
-        module.fail_json(msg=msg, elapsed_seconds=round(time.monotonic() - started, 3), **result)
+        module.fail_json(msg=error_message(exc), elapsed_seconds=round(time.monotonic() - started, 3), **result)
     for warning in evacuation.warnings:
         module.warn(warning)
     module.exit_json(elapsed_seconds=round(time.monotonic() - started, 3), **evacuation.result)

@@ -288,7 +288,6 @@ import signal
 import time
 
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
 
@@ -303,6 +302,8 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
     KubeVirtReader,
     added_node_selector_minimum,
     api_error_message,
+    error_message,
+    module_api_client,
     condition,
     detect_capabilities,
     in_flight,
@@ -737,10 +738,7 @@ def main():
     started = time.monotonic()
     migration = None
     try:
-        k8s = get_api_client(module=module)
-        api_client = k8s.client.client
-        api_client.user_agent = USER_AGENT
-        migration = Migration(module, api_client)
+        migration = Migration(module, module_api_client(module, USER_AGENT))
         if module.params["state"] == "absent":
             migration.absent()
         else:
@@ -750,10 +748,7 @@ def main():
         warnings = migration.warnings if migration else []
         for warning in warnings:
             module.warn(warning)
-        msg = str(exc)
-        if isinstance(exc, ApiException):
-            msg = "Kubernetes API error: %s" % api_error_message(exc)
-        module.fail_json(msg=msg, elapsed_seconds=round(time.monotonic() - started, 3), **result)
+        module.fail_json(msg=error_message(exc), elapsed_seconds=round(time.monotonic() - started, 3), **result)
     for warning in migration.warnings:
         module.warn(warning)
     module.exit_json(elapsed_seconds=round(time.monotonic() - started, 3), **migration.result)
