@@ -38,6 +38,8 @@ STAMP_PACKAGES = ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version
 KUBE_BUILD_TAGS = "selinux,notest"
 # A fixed build date keeps builds of the same version byte-identical.
 BUILD_DATE = "1970-01-01T00:00:00Z"
+# Where the descheduler's Makefile stamps its version (LDFLAG_LOCATION).
+DESCHEDULER_STAMP_PACKAGE = "sigs.k8s.io/descheduler/pkg/version"
 # The wrapper's go directive when the release's go.mod has none.
 FALLBACK_GO_DIRECTIVE = "1.26"
 
@@ -60,6 +62,8 @@ SCHEDULER_SOURCES = {
         "stamp": "kubernetes",
         "tags": KUBE_BUILD_TAGS,
         "url": "https://github.com/kubernetes/kubernetes",
+        # Where the flavor's upstream image keeps the binary; secondary_scheduler's default command.
+        "binary": "/usr/local/bin/kube-scheduler",
     },
     "scheduler-plugins": {
         "name": "scheduler-plugins",
@@ -68,6 +72,7 @@ SCHEDULER_SOURCES = {
         "stamp": "git_version_only",
         "tags": "",
         "url": "https://github.com/kubernetes-sigs/scheduler-plugins",
+        "binary": "/bin/kube-scheduler",
     },
 }
 
@@ -183,7 +188,8 @@ def version_ldflags(version, stamp="kubernetes", strip=True):
     stamp "kubernetes": gitVersion, gitMajor, gitMinor, gitTreeState and buildDate
     in both STAMP_PACKAGES (hack/lib/version.sh). "git_version_only":
     k8s.io/component-base/version.gitVersion alone (scheduler-plugins' Makefile).
-    "none": no stamp.
+    "descheduler": version, buildDate and gitbranch in DESCHEDULER_STAMP_PACKAGE, like
+    the descheduler's Makefile (see descheduler_version_stamp). "none": no stamp.
     """
     flags = ["-s", "-w"] if strip else []
     if stamp == "kubernetes":
@@ -194,9 +200,27 @@ def version_ldflags(version, stamp="kubernetes", strip=True):
                       "-X %s.buildDate=%s" % (pkg, BUILD_DATE)]
     elif stamp == "git_version_only":
         flags.append("-X %s.gitVersion=%s" % (STAMP_PACKAGES[0], version))
+    elif stamp == "descheduler":
+        # Descheduler v0.N is released from its branch release-1.N (it pairs with Kubernetes 1.N).
+        minor = version.lstrip("v").split("-")[0].split(".")[1]
+        flags += ["-X %s.version=%s" % (DESCHEDULER_STAMP_PACKAGE, descheduler_version_stamp(version)),
+                  "-X %s.buildDate=%s" % (DESCHEDULER_STAMP_PACKAGE, BUILD_DATE),
+                  "-X %s.gitbranch=release-1.%s" % (DESCHEDULER_STAMP_PACKAGE, minor)]
     elif stamp != "none":
         raise ValueError("unknown version stamp %r" % (stamp,))
     return " ".join(flags)
+
+
+def descheduler_version_stamp(version):
+    """The descheduler's version string for a release: v<YYYYMMDD>-<release>, e.g. v19700101-v0.36.0.
+
+    Its Makefile stamps VERSION=v$(date +%Y%m%d)-$(git describe --tags), and
+    pkg/version.splitVersion() only finds the major and minor (which the
+    descheduler compares with the server's) in that shape: a bare v0.36.0 leaves
+    them empty ("failed to convert Descheduler minor version"). The date is
+    BUILD_DATE's, so that builds stay reproducible.
+    """
+    return "v%s-%s" % (BUILD_DATE.split("T", 1)[0].replace("-", ""), version)
 
 
 def kube_ldflags(version):
@@ -214,9 +238,13 @@ def build_command(go, package, target, ldflags="", tags=""):
     return cmd + [package]
 
 
-def get_command(go, package, module, version):
-    """go get argv that adds a package of the release to the wrapper module."""
-    return [go, "get", "%s@%s" % (package, version)] if package == module else [go, "get", package]
+def get_command(go, package, version):
+    """go get argv that adds a package of the release to the wrapper module.
+
+    Always package@version: a bare `go get package` means @upgrade and moves the
+    wrapper to the module's newest release (k8s.io/kubernetes v1.37 for a v1.36 build).
+    """
+    return [go, "get", "%s@%s" % (package, version)]
 
 
 def go_error_hint(text):
@@ -320,7 +348,7 @@ class GoBuilder:
         with locked(src + ".lock"):
             self.write_wrapper(src, name, module, version)
             for pkg in packages:
-                self.run(get_command(self.go, pkg, module, version), cwd=src)
+                self.run(get_command(self.go, pkg, version), cwd=src)
             for pkg, target in zip(packages, targets):
                 started = time.monotonic()
                 self.run(build_command(self.go, pkg, target, ldflags=ldflags, tags=tags), cwd=src,

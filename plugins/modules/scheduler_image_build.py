@@ -20,8 +20,9 @@ description:
     the version into C(k8s.io/component-base/version) (and C(k8s.io/client-go/pkg/version)), so
     C(kube-scheduler --version) prints it. The release's replace directives are honoured through a generated
     wrapper module, because C(go install) refuses modules that have them.
-  - Packages the binary as a one-layer OCI image with buildah, without a container daemon, at
-    C(/usr/local/bin/kube-scheduler), running as user 65532, and pushes it to
+  - Packages the binary as a one-layer OCI image with buildah, without a container daemon, where the flavor's
+    upstream image has it (C(/usr/local/bin/kube-scheduler) for V(kube-scheduler), C(/bin/kube-scheduler) for
+    V(scheduler-plugins)) as the entrypoint, running as user 65532, and pushes it to
     C(<registry>/kube-scheduler:vX.Y.Z) or C(<registry>/scheduler-plugins/kube-scheduler:v0.N.x)
     (the P(vmsched.kubevirt.scheduler_image#filter) filter names it).
   - Skips the build when the registry already holds that tag for O(architecture) with the label
@@ -32,6 +33,7 @@ description:
     the module; the task's C(environment) can set C(GOPROXY), C(GOCACHE) and C(GOMODCACHE).
 extends_documentation_fragment:
   - vmsched.kubevirt.registry
+  - vmsched.kubevirt.attributes
 options:
   kubernetes_version:
     description:
@@ -79,15 +81,17 @@ options:
 attributes:
   check_mode:
     support: full
-    description: Reads the target registry and reports whether a build would happen; builds and pushes nothing.
+    details:
+      - Reads the target registry and reports whether a build would happen; builds and pushes nothing.
   diff_mode:
     support: none
-    description: Nothing is compared; RV(previous_digest) tells what the tag held before.
+    details:
+      - No diff is returned; RV(previous_digest) and RV(digest) tell what the tag held before and after.
   idempotent:
     support: full
-    description:
+    details:
       - Builds only when the tag does not hold an image with the expected C(vmsched.kubevirt.built-from) label and
-        architecture. A rebuild (O(force=true)) produces a new digest only when the binary changed.
+        architecture. A rebuild (O(force=true)) reports a change only when the binary, and so the digest, changed.
 seealso:
   - module: vmsched.kubevirt.registry_image
   - plugin: vmsched.kubevirt.scheduler_image
@@ -233,7 +237,6 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.versions import (
 )
 
 BUILT_FROM_LABEL = "vmsched.kubevirt.built-from"
-BINARY_PATH = "/usr/local/bin/kube-scheduler"
 ARCHITECTURES = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64",
                  "ppc64le": "ppc64le", "s390x": "s390x"}
 
@@ -340,7 +343,7 @@ def main():
             labels["vmsched.kubevirt.go-version"] = go_version
             buildah = Buildah(os.path.join(cache, "buildah", "storage"), os.path.join(cache, "buildah", "run"),
                               binary=buildah_bin, runner=run)
-            local = buildah.single_binary_image(binary, BINARY_PATH, [BINARY_PATH], labels, architecture,
+            local = buildah.single_binary_image(binary, spec["binary"], [spec["binary"]], labels, architecture,
                                                 env={"PATH": "/usr/local/bin:/usr/bin:/bin"})
             assembled = time.monotonic()
             try:

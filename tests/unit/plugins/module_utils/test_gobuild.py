@@ -16,6 +16,7 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.gobuild import (
     GoBuilder,
     build_command,
     default_cache_dir,
+    descheduler_version_stamp,
     get_command,
     go_env_overrides,
     kube_ldflags,
@@ -129,16 +130,26 @@ def test_version_ldflags_like_scheduler_plugins():
         version_ldflags("v1.0.0", stamp="bogus")
 
 
+def test_version_ldflags_like_the_descheduler_makefile():
+    # pkg/version.splitVersion() reads the minor only from v<YYYYMMDD>-v0.N.P.
+    assert descheduler_version_stamp("v0.36.0") == "v19700101-v0.36.0"
+    assert version_ldflags("v0.36.0", stamp="descheduler") == (
+        "-s -w -X sigs.k8s.io/descheduler/pkg/version.version=v19700101-v0.36.0"
+        " -X sigs.k8s.io/descheduler/pkg/version.buildDate=1970-01-01T00:00:00Z"
+        " -X sigs.k8s.io/descheduler/pkg/version.gitbranch=release-1.36")
+
+
 def test_build_and_get_commands():
     assert build_command("go", "k8s.io/kubernetes/cmd/kube-scheduler", "/out/kube-scheduler",
                          ldflags="-s -w", tags="selinux,notest") == [
         "go", "build", "-trimpath", "-o", "/out/kube-scheduler", "-tags", "selinux,notest", "-ldflags", "-s -w",
         "k8s.io/kubernetes/cmd/kube-scheduler"]
     assert build_command("go", "p", "o") == ["go", "build", "-trimpath", "-o", "o", "p"]
-    assert get_command("go", "go.etcd.io/etcd/server/v3", "go.etcd.io/etcd/server/v3", "v3.6.8") == [
+    assert get_command("go", "go.etcd.io/etcd/server/v3", "v3.6.8") == [
         "go", "get", "go.etcd.io/etcd/server/v3@v3.6.8"]
-    assert get_command("go", "k8s.io/kubernetes/cmd/kube-scheduler", "k8s.io/kubernetes", "v1.36.3") == [
-        "go", "get", "k8s.io/kubernetes/cmd/kube-scheduler"]
+    # A package of the module is pinned too: bare `go get pkg` would upgrade the release.
+    assert get_command("go", "k8s.io/kubernetes/cmd/kube-scheduler", "v1.36.3") == [
+        "go", "get", "k8s.io/kubernetes/cmd/kube-scheduler@v1.36.3"]
 
 
 def test_go_env_overrides_keep_user_goflags():
@@ -251,7 +262,7 @@ def test_build_wrapped_writes_wrapper_and_builds(tmp_path):
     assert "replace k8s.io/api => k8s.io/api v0.36.3" in gomod
     assert "go 1.26.0" in gomod
     commands = [c[0][1:3] for c in fake.calls]
-    assert commands == [["mod", "download"], ["mod", "edit"], ["get", "k8s.io/kubernetes/cmd/kube-scheduler"],
+    assert commands == [["mod", "download"], ["mod", "edit"], ["get", "k8s.io/kubernetes/cmd/kube-scheduler@v1.36.3"],
                         ["build", "-trimpath"]]
     # Every go command runs with the pinned environment, in the wrapper for get and build.
     assert all(c[2]["GOTOOLCHAIN"] == "local" and c[2]["CGO_ENABLED"] == "0" and c[2]["GOARCH"] == "arm64"

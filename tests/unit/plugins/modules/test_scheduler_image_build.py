@@ -24,6 +24,7 @@ def test_plan_kube_scheduler_uses_the_servers_release():
     assert source == {"module": "k8s.io/kubernetes", "package": "k8s.io/kubernetes/cmd/kube-scheduler", "version": "v1.31.4"}
     assert labels[sib.BUILT_FROM_LABEL] == "k8s.io/kubernetes/cmd/kube-scheduler@v1.31.4"
     assert spec["stamp"] == "kubernetes" and spec["name"] == "kubernetes"
+    assert spec["binary"] == "/usr/local/bin/kube-scheduler"
 
 
 def test_plan_scheduler_plugins_uses_the_release_for_the_minor():
@@ -33,6 +34,8 @@ def test_plan_scheduler_plugins_uses_the_release_for_the_minor():
     assert source["module"] == "sigs.k8s.io/scheduler-plugins" and source["version"] == "v0.35.7"
     assert labels[sib.BUILT_FROM_LABEL] == "sigs.k8s.io/scheduler-plugins/cmd/scheduler@v0.35.7"
     assert spec["stamp"] == "git_version_only"
+    # Where the upstream scheduler-plugins image has it: secondary_scheduler's command for the flavor.
+    assert spec["binary"] == "/bin/kube-scheduler"
 
 
 @pytest.mark.parametrize(
