@@ -24,6 +24,7 @@ description:
   - Talks to the registries only; no container daemon is needed.
 extends_documentation_fragment:
   - vmsched.kubevirt.registry
+  - vmsched.kubevirt.attributes
 options:
   name:
     description:
@@ -52,13 +53,16 @@ options:
 attributes:
   check_mode:
     support: full
-    description: Reads both registries and reports whether a copy would happen; copies nothing.
+    details:
+      - Reads both registries and reports whether a copy would happen; copies nothing.
   diff_mode:
     support: full
-    description: The destination's digest before and after.
+    details:
+      - The destination's digest before and after (V(null) before when it did not exist).
   idempotent:
     support: full
-    description: Copies only when the destination's digest differs from the source's.
+    details:
+      - Copies only when the destination's digest differs from the source's.
 seealso:
   - module: vmsched.kubevirt.registry_image_info
 """

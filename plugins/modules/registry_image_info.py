@@ -20,22 +20,14 @@ description:
   - Talks to the registry only; no container daemon is needed.
 extends_documentation_fragment:
   - vmsched.kubevirt.registry
+  - vmsched.kubevirt.attributes
+  - vmsched.kubevirt.attributes.info_module
 options:
   name:
     description:
       - The image reference, C(registry[:port]/repository:tag) or C(...@sha256:<digest>), without a C(docker://) prefix.
     type: str
     required: true
-attributes:
-  check_mode:
-    support: full
-    description: Reads only; runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Reads only; there is nothing to compare.
-  idempotent:
-    support: full
-    description: Never changes anything.
 seealso:
   - module: vmsched.kubevirt.registry_image
 """

@@ -36,17 +36,10 @@ description:
     means there is nothing to compare (no such node, or a mean of zero).
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - vmsched.kubevirt.attributes
+  - vmsched.kubevirt.attributes.info_module
+  - vmsched.kubevirt.attributes.actiongroup_kubevirt
 options: {}
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads; check mode returns the same report.
-  diff_mode:
-    support: N/A
-    description: The module changes nothing, so there is nothing to diff.
-  idempotent:
-    support: full
-    description: Read-only; never reports C(changed).
 notes:
   - Needs list permission on nodes, pods, deployments (apps), and on virtualmachineinstances,
     virtualmachineinstancemigrations and kubevirts (kubevirt.io) cluster-wide. Without permission to read the KubeVirt

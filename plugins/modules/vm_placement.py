@@ -32,6 +32,8 @@ description:
     conservatively) they need a restart too. RV(restart_required) and RV(live_migration_required) list the VMIs.
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - vmsched.kubevirt.attributes
+  - vmsched.kubevirt.attributes.actiongroup_kubevirt
 options:
   namespace:
     description:
@@ -110,13 +112,17 @@ options:
 attributes:
   check_mode:
     support: full
-    description: Computes every change and returns it without sending a single write (not even a dry run).
+    details:
+      - Computes every change and returns it without sending a single write (not even a dry run).
   diff_mode:
     support: full
-    description: Returns one diff per changed VM, of the managed fields only.
+    details:
+      - Returns one diff per changed VM, of the managed fields only.
   idempotent:
     support: full
-    description: A second run with the same settings changes nothing and reports C(changed=false).
+    details:
+      - A second run with the same settings changes nothing and reports C(changed=false); so does O(state=absent)
+        once the recorded fields are restored.
 notes:
   - Needs list on virtualmachines and virtualmachineinstances, get and patch on virtualmachines, in the selected
     namespaces, and list on kubevirts (the rollout strategy; without it the module assumes restarts are needed).
@@ -170,6 +176,23 @@ counts:
   description: How many VMs were selected, changed (or would be, in check mode), left alone, and failed.
   returned: always
   type: dict
+  contains:
+    selected:
+      description: VMs that match the namespace, O(label_selectors) and O(names).
+      type: int
+      sample: 2000
+    changed:
+      description: VMs patched (in check mode, that would be patched).
+      type: int
+      sample: 2000
+    unchanged:
+      description: VMs whose managed fields already had the wanted values.
+      type: int
+      sample: 0
+    failed:
+      description: VMs whose patch failed; listed in RV(failed).
+      type: int
+      sample: 0
   sample: {"selected": 2000, "changed": 2000, "unchanged": 0, "failed": 0}
 vms:
   description: The VMs changed (or that would be, in check mode), sorted, with the managed fields before and after.
@@ -180,17 +203,21 @@ vms:
     namespace:
       description: The VM's namespace.
       type: str
+      sample: prod
     name:
       description: The VM's name.
       type: str
+      sample: db01
     changes:
       description: Per managed field (C(schedulerName), C(evict), C(nodeSelector), C(tolerations), C(affinity)), its
         C(before) and C(after) values (V(null) when unset).
       type: dict
+      sample: {"schedulerName": {"before": null, "after": "vm-scheduler"}}
     takes_effect:
       description: V(restart), V(live_migration) (the running VMI got the change, placement follows at the next
         migration) or V(next_start) (no VMI runs).
       type: str
+      sample: restart
   sample: [{"namespace": "prod", "name": "db01", "changes": {"schedulerName": {"before": null, "after": "vm-scheduler"}},
             "takes_effect": "restart"}]
 restart_required:
@@ -198,11 +225,13 @@ restart_required:
   returned: always
   type: list
   elements: str
+  sample: ["prod/db01"]
 live_migration_required:
   description: C(namespace/name) of running VMIs whose new constraints take effect at their next live migration.
   returned: always
   type: list
   elements: str
+  sample: ["prod/web01"]
 live_updated_fields:
   description: The managed fields KubeVirt copies to running VMIs on this cluster (from its rollout strategy).
   returned: always
@@ -214,12 +243,22 @@ missing:
   returned: always
   type: list
   elements: str
+  sample: ["db99"]
 failed:
   description: VMs whose patch failed, with the API's message.
   returned: always
   type: list
   elements: dict
   sample: [{"namespace": "prod", "name": "db01", "msg": "conflict after 5 retries"}]
+diff:
+  description:
+    - In diff mode, one entry per changed VM (C(before_header) and C(after_header) are C(namespace/name)), with the
+      managed fields before and after.
+  returned: changed and diff mode
+  type: list
+  elements: dict
+  sample: [{"before_header": "prod/db01", "after_header": "prod/db01", "before": {"schedulerName": null},
+            "after": {"schedulerName": "vm-scheduler"}}]
 """
 
 import copy

@@ -33,6 +33,8 @@ description:
     C(vmsched.kubevirt.io/evacuation-run).
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - vmsched.kubevirt.attributes
+  - vmsched.kubevirt.attributes.actiongroup_kubevirt
 options:
   node:
     description:
@@ -92,15 +94,20 @@ options:
 attributes:
   check_mode:
     support: full
-    description: Runs the preflight only and writes nothing (no cordon, no VMIM); returns the plan in RV(vmis).
+    details:
+      - Runs the preflight only and writes nothing (no cordon, no VMIM); returns the plan in RV(vmis).
   diff_mode:
     support: none
-    description: No diff is returned; RV(vmis) describes the change.
+    details:
+      - No diff is returned; RV(vmis) and RV(cordoned) describe the change.
   idempotent:
-    support: full
-    description:
-      - With O(node), a node without VMIs (in the selection) gives C(changed=false), as does an already cordoned
-        node. Without O(node), VMIs already on matching nodes are left alone.
+    support: partial
+    details:
+      - With O(node), a second run finds no VMI left on the node and an already cordoned node, and reports
+        C(changed=false).
+      - Without O(node), VMIs already on nodes matching O(added_node_selector) and O(target_nodes) are left alone.
+        When the user may not read nodes, the module cannot tell which node labels a VMI's node has, and migrates
+        the VMIs again when O(added_node_selector) is set.
 notes:
   - KubeVirt 1.5 and later only let users bound to the ClusterRole C(kubevirt.io:migrate) (or cluster admins)
     create VMIMs; listing VMIs in all namespaces and cordoning need cluster-wide rights.

@@ -31,6 +31,8 @@ description:
   - VMIMs this module creates carry the label C(app.kubernetes.io/managed-by=vmsched.kubevirt).
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - vmsched.kubevirt.attributes
+  - vmsched.kubevirt.attributes.actiongroup_kubevirt
 options:
   name:
     description:
@@ -105,17 +107,20 @@ options:
 attributes:
   check_mode:
     support: full
-    description: Runs the preflight only, writes nothing, and returns the candidate nodes and what would happen.
+    details:
+      - Runs the preflight only, writes nothing, and returns the candidate nodes and what would happen.
   diff_mode:
     support: none
-    description: No diff is returned; RV(source_node) and RV(candidates) describe the change.
+    details:
+      - No diff is returned; RV(source_node), RV(target_node) and RV(candidates) describe the change.
   idempotent:
     support: partial
-    description: Idempotent when a selector is given.
     details:
-      - With a selector, a VMI already on a matching node is left alone (nothing is changed).
-      - Without O(target_node) and O(added_node_selector), every run migrates the VMI again.
-      - When the user may read neither the VMI nor nodes, the module cannot tell where the VMI runs and migrates.
+      - With O(target_node) or O(added_node_selector), a VMI already on a matching node is left alone
+        (C(changed=false)).
+      - Without either, every run migrates the VMI again.
+      - When the user may read neither the VMI nor nodes, the module cannot tell where the VMI runs and migrates it.
+      - O(state=absent) reports no change when no migration of the VMI is in flight.
 notes:
   - KubeVirt 1.5 and later only let users bound to the ClusterRole C(kubevirt.io:migrate) (or cluster admins)
     create VMIMs.
