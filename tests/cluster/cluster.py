@@ -51,8 +51,31 @@ def bin_dir():
 
 def kubectl(*args, stdin=None, check=True, capture=True):
     cmd = [str(bin_dir() / "kubectl"), "--kubeconfig", str(KUBECONFIG), *args]
-    return subprocess.run(cmd, input=stdin, text=True, check=check,
-                          capture_output=capture)
+    result = subprocess.run(cmd, input=stdin, text=True, check=False, capture_output=capture)
+    if check and result.returncode != 0:
+        sys.exit(f"cluster.py: `kubectl {' '.join(args)}` failed ({result.returncode}): "
+                 f"{(result.stderr or '').strip()}")
+    return result
+
+
+def wait_established(crds, timeout=60.0):
+    """Wait for CRDs to be Established. Polled rather than `kubectl wait --all`, which can
+    fail at once while CRDs just created are still settling."""
+    names = sorted(c["metadata"]["name"] for c in crds)
+    deadline = time.monotonic() + timeout
+    while True:
+        result = kubectl("get", "crd", *names, "-o", "json", check=False)
+        if result.returncode == 0:
+            pending = [c["metadata"]["name"] for c in json.loads(result.stdout)["items"]
+                       if not any(cond["type"] == "Established" and cond["status"] == "True"
+                                  for cond in (c.get("status") or {}).get("conditions") or [])]
+            if not pending:
+                return
+        else:
+            pending = [result.stderr.strip()]
+        if time.monotonic() > deadline:
+            sys.exit(f"cluster.py: CRDs not Established after {timeout:.0f}s: {', '.join(pending)}")
+        time.sleep(0.3)
 
 
 def apply(objects):
@@ -177,8 +200,9 @@ def create_nodes():
 def install_kubevirt(variant):
     """Play virt-operator: CRDs of the chosen KubeVirt API and a KubeVirt CR reporting its version."""
     release = kubevirt_crds.release(variant)
-    apply(kubevirt_crds.crds(variant))
-    kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    crds = kubevirt_crds.crds(variant)
+    apply(crds)
+    wait_established(crds)
     apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KUBEVIRT_NAMESPACE}},
            {"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
             "metadata": {"name": "kubevirt", "namespace": KUBEVIRT_NAMESPACE},
@@ -223,10 +247,22 @@ def start_simulator():
     log(f"KubeVirt simulator ready (pid {proc.pid}, log .cluster/simulator.log)")
 
 
+def terminate(pid, grace):
+    """SIGTERM pid, SIGKILL it after grace seconds, return once it is gone."""
+    os.kill(pid, signal.SIGTERM)
+    stop_by = time.monotonic() + grace
+    while Path(f"/proc/{pid}").exists():
+        if time.monotonic() > stop_by:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
+
+
 def stop_simulator():
     pid = simulator_pid()
     if pid:
-        os.kill(pid, signal.SIGTERM)
+        # Waits until it is gone, so that an `up` right after finds its webhook port free.
+        terminate(pid, grace=10)
     (STATE / "simulator.pid").unlink(missing_ok=True)
 
 
@@ -239,13 +275,7 @@ def restart_apiserver(timeout=60.0):
     pid = int(pidfile.read_text())
     cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
     # A graceful shutdown drains open watches for long; after a few seconds, kill it as a crash would.
-    os.kill(pid, signal.SIGTERM)
-    stop_by = time.monotonic() + 5
-    while Path(f"/proc/{pid}").exists():
-        if time.monotonic() > stop_by:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.1)
+    terminate(pid, grace=5)
     with open(workdir / "logs" / "kube-apiserver.log", "ab") as logfile:
         proc = subprocess.Popen(cmdline, cwd=workdir, stdout=logfile,  # pylint: disable=consider-using-with
                                 stderr=subprocess.STDOUT, start_new_session=True)

@@ -11,32 +11,27 @@ the namespace in their names, so parallel runs do not collide.
 """
 from __future__ import annotations
 
-import json
-import os
-import signal
-import ssl
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
 from kubernetes import client
 
-from .registry import free_port, run_playbook
+from .audit import Audit
+# real_scheduler is a fixture: imported so that pytest finds it for this module's tests.
+from .local_scheduler import real_scheduler, token_kubeconfig  # noqa: F401  pylint: disable=unused-import
+from .registry import run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOK = ROOT / "tests" / "integration" / "playbooks" / "secondary_scheduler.yml"
-AUDIT_LOG = ROOT / ".cluster" / "audit.log"
 sys.path.insert(0, str(ROOT / "tests" / "cluster"))
 import build  # noqa: E402  pylint: disable=wrong-import-position
 
 K8S = build.read_versions()["KUBERNETES_VERSION"]
 IMAGE = f"registry.k8s.io/kube-scheduler:{K8S}"  # any image works under KWOK
 MANAGED_BY = "app.kubernetes.io/managed-by=vmsched.kubevirt.secondary_scheduler"
-WRITES = {"create", "update", "patch", "delete", "deletecollection"}
 
 # (api_version, kind, namespace: None = cluster-scoped, "" = the test namespace)
 KINDS = [
@@ -111,34 +106,6 @@ def config_maps(core, namespace):
     return sorted(cm.metadata.name for cm in core.list_namespaced_config_map(namespace, label_selector=MANAGED_BY).items)
 
 
-class Audit:
-    """Writes to the test's objects recorded by the API server's audit log after a mark."""
-
-    def __init__(self, namespace):
-        self.namespace = namespace
-        self.offset = AUDIT_LOG.stat().st_size
-
-    def writes(self):
-        time.sleep(1.5)  # the log backend writes asynchronously
-        found = []
-        with AUDIT_LOG.open() as log:
-            log.seek(self.offset)
-            for line in log:
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue
-                ref = event.get("objectRef") or {}
-                if event.get("verb") not in WRITES or "dryRun" in event.get("requestURI", ""):
-                    continue
-                ours = ref.get("namespace") == self.namespace or \
-                    str(ref.get("name", "")).startswith(f"vmsched:{self.namespace}:")
-                if ours:
-                    found.append((event["verb"], ref.get("resource"), ref.get("namespace"), ref.get("name"),
-                                  event["user"]["username"]))
-        return found
-
-
 def test_converge_idempotent_check_mode_and_absent(run, dyn, core, namespace, cleanup):
     first = run(replicas=2)
     assert not first.failed, first.failure
@@ -201,82 +168,6 @@ def test_converge_idempotent_check_mode_and_absent(run, dyn, core, namespace, cl
 
 
 # --- the real kube-scheduler ---------------------------------------------------------
-
-
-def token_kubeconfig(api_client, core, namespace, service_account, path: Path):
-    """A kubeconfig authenticating with a TokenRequest token of the ServiceAccount."""
-    token = core.create_namespaced_service_account_token(service_account, namespace, client.AuthenticationV1TokenRequest(
-        spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600))).status.token
-    conf = api_client.configuration
-    ca = Path(conf.ssl_ca_cert).read_text() if conf.ssl_ca_cert else None
-    cluster = {"server": conf.host}
-    if ca:
-        import base64
-        cluster["certificate-authority-data"] = base64.b64encode(ca.encode()).decode()
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "sa",
-        "clusters": [{"name": "local", "cluster": cluster}],
-        "users": [{"name": service_account, "user": {"token": token}}],
-        "contexts": [{"name": "sa", "context": {"cluster": "local", "user": service_account,
-                                                "namespace": namespace}}],
-    }))
-    return path
-
-
-class RealScheduler:
-    """The control plane's own kube-scheduler binary, run with a configuration from the cluster."""
-
-    def __init__(self, config: dict, kubeconfig: Path, workdir: Path):
-        config = dict(config, clientConnection=dict(config.get("clientConnection") or {}, kubeconfig=str(kubeconfig)))
-        self.config_path = workdir / "config.yaml"
-        self.config_path.write_text(yaml.safe_dump(config))
-        self.port = free_port()
-        self.log_path = workdir / "kube-scheduler.log"
-        self.log = self.log_path.open("w")
-        self.proc = subprocess.Popen(  # pylint: disable=consider-using-with
-            [str(build.bin_dir() / "kube-scheduler"), f"--config={self.config_path}",
-             "--bind-address=127.0.0.1", f"--secure-port={self.port}",
-             f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}", "--v=2"],
-            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-
-    def healthy(self):
-        if self.proc.poll() is not None:
-            raise AssertionError(f"kube-scheduler exited with {self.proc.returncode}:\n{self.log_path.read_text()[-3000:]}")
-        ctx = ssl.create_default_context()
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-        try:
-            with urllib.request.urlopen(f"https://127.0.0.1:{self.port}/healthz", context=ctx, timeout=2) as resp:
-                return resp.status == 200 and resp.read() == b"ok"
-        except OSError:
-            return False
-
-    def stop(self):
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        self.log.close()
-
-    def tail(self):
-        return self.log_path.read_text()[-3000:]
-
-
-@pytest.fixture
-def real_scheduler(tmp_path):
-    started = []
-
-    def _start(config, kubeconfig):
-        sched = RealScheduler(config, kubeconfig, tmp_path)
-        started.append(sched)
-        return sched
-
-    yield _start
-    for sched in started:
-        sched.stop()
 
 
 def pod(name, scheduler_name):
