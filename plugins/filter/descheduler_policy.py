@@ -1,10 +1,12 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters exposing plugins/module_utils/descheduler_policy.py to roles and playbooks.
+"""Filters exposing plugins/module_utils/descheduler_policy.py and descheduler_log.py to roles and playbooks.
 
 Thin wrappers: the preset, the field tables and the validation live in
-module_utils/descheduler_policy.py. Each filter is documented in the sidecar file
-named after it (descheduler_policy.yml, descheduler_policy_validate.yml).
+module_utils/descheduler_policy.py, the reading of dry-run logs in
+module_utils/descheduler_log.py. Each filter is documented in the sidecar file
+named after it (descheduler_policy.yml, descheduler_policy_validate.yml,
+descheduler_dry_run_cycles.yml, descheduler_dry_run_evictions.yml).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -13,6 +15,11 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.descheduler_log import (
+    DeschedulerLogError,
+    dry_run_cycles,
+    dry_run_evictions,
+)
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.descheduler_policy import (
     DeschedulerPolicyError,
     render_policy,
@@ -24,7 +31,7 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.versions import V
 def _wrap(function, *args, **kwargs):
     try:
         return function(*args, **kwargs)
-    except (DeschedulerPolicyError, VersionError) as exc:
+    except (DeschedulerPolicyError, DeschedulerLogError, VersionError) as exc:
         raise AnsibleFilterError(str(exc), orig_exc=exc) from exc
 
 
@@ -50,11 +57,23 @@ def descheduler_policy_validate(policy, server_version):
     return policy
 
 
+def descheduler_dry_run_cycles(log):
+    """The complete descheduling cycles of a descheduler's dry-run log."""
+    return _wrap(dry_run_cycles, log)
+
+
+def descheduler_dry_run_evictions(log, cycle=-1):
+    """The evictions one complete cycle of a descheduler's dry-run log would make."""
+    return _wrap(dry_run_evictions, log, cycle=cycle)
+
+
 class FilterModule:
-    """vmsched.kubevirt descheduler policy filters."""
+    """vmsched.kubevirt descheduler policy and dry-run log filters."""
 
     def filters(self):
         return {
             "descheduler_policy": descheduler_policy,
             "descheduler_policy_validate": descheduler_policy_validate,
+            "descheduler_dry_run_cycles": descheduler_dry_run_cycles,
+            "descheduler_dry_run_evictions": descheduler_dry_run_evictions,
         }

@@ -1,8 +1,11 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The descheduler role against the local control plane.
 
-KWOK makes the role's Deployment pod Ready without running anything: these tests prove
-what the role writes (and what it does not write), not the descheduler binary itself.
+KWOK makes the role's Deployment pod Ready without running anything: most tests prove
+what the role writes (and what it does not write). The real descheduler, built from its
+Go module, runs here with the role's arguments and policy in the last two tests: once for
+real (evictions become migrations) and once as the dry-run preview's Job would run it, since
+under KWOK that Job's pod neither runs nor serves a log.
 
 Every test uses its own namespace; cluster-scoped objects the role creates carry the
 namespace in their names (vmsched:<namespace>:<name>), so parallel runs do not collide.
@@ -10,17 +13,23 @@ namespace in their names (vmsched:<namespace>:<name>), so parallel runs do not c
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 from kubernetes import client
 
+from ansible_collections.vmsched.kubevirt.plugins.filter.descheduler_policy import FilterModule
+
 from .registry import free_port, run_playbook
-from .test_secondary_scheduler import Audit, token_kubeconfig
+from .audit import Audit
+from .local_scheduler import token_kubeconfig
 from .test_simulator import simulator  # noqa: F401  pylint: disable=unused-import
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,7 +156,7 @@ def test_converge_idempotent_check_mode_mode_switch_and_absent(run, dyn, core, n
     assert resource_versions(dyn, namespace) == versions
 
     # Switching to a CronJob replaces the Deployment; the pod template is the same, plus --dry-run.
-    switched = run(mode="cronjob", dry_run=True, schedule="*/10 * * * *")
+    switched = run(mode="cronjob", dry_run=True, dry_run_preview=False, schedule="*/10 * * * *")
     assert not switched.failed, switched.failure
     kinds = sorted(kind for kind, _ns, _n in owned(dyn, namespace))
     assert kinds == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "CronJob", "ServiceAccount"], kinds
@@ -241,10 +250,11 @@ def test_metrics_server_source_grants_metrics_access(run, dyn, core, namespace, 
 
 def test_opt_in_vms(run, api_client, namespace, cleanup):
     custom = client.CustomObjectsApi(api_client)
-    custom.create_namespaced_custom_object("kubevirt.io", "v1", namespace, "virtualmachines", {
-        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": "web"},
-        "spec": {"runStrategy": "Halted", "template": {"metadata": {"labels": {"app": "web"}}, "spec": {
-            "domain": {"cpu": {"cores": 1}, "memory": {"guest": "1Gi"}, "devices": {}}}}}})
+    for name, tier in (("web", "web"), ("db", "db"), ("cache", "web")):
+        custom.create_namespaced_custom_object("kubevirt.io", "v1", namespace, "virtualmachines", {
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": name, "labels": {"tier": tier}},
+            "spec": {"runStrategy": "Halted", "template": {"metadata": {"labels": {"app": name}}, "spec": {
+                "domain": {"cpu": {"cores": 1}, "memory": {"guest": "1Gi"}, "devices": {}}}}}})
     audit = Audit(namespace)
     missing = run(opt_in_vms=[{"name": "web", "namespace": namespace}, {"name": "nope", "namespace": namespace}])
     assert missing.failed
@@ -253,16 +263,30 @@ def test_opt_in_vms(run, api_client, namespace, cleanup):
     assert [w for w in audit.writes() if w[1] != "virtualmachines"] == []
     vm = custom.get_namespaced_custom_object("kubevirt.io", "v1", namespace, "virtualmachines", "web")
     assert "annotations" not in vm["spec"]["template"]["metadata"]
-    assert custom.list_namespaced_custom_object("kubevirt.io", "v1", namespace, "virtualmachines")["items"][0][
-        "metadata"]["name"] == "web"  # no VM was created for the typo
+    assert sorted(vm["metadata"]["name"] for vm in custom.list_namespaced_custom_object(
+        "kubevirt.io", "v1", namespace, "virtualmachines")["items"]) == ["cache", "db", "web"]  # none for the typo
 
-    result = run(opt_in_vms=[{"name": "web", "namespace": namespace}])
+    def template(name):
+        return custom.get_namespaced_custom_object("kubevirt.io", "v1", namespace, "virtualmachines", name)[
+            "spec"]["template"]["metadata"]
+
+    # By name and by label selector, through vm_placement.
+    opt_in = {"opt_in_vms": [{"name": "web", "namespace": namespace}],
+              "opt_in_vm_selectors": [{"namespace": namespace, "label_selectors": ["tier=db"]}]}
+    result = run(**opt_in)
     assert not result.failed, result.failure
-    vm = custom.get_namespaced_custom_object("kubevirt.io", "v1", namespace, "virtualmachines", "web")
-    assert vm["spec"]["template"]["metadata"]["annotations"] == {"descheduler.alpha.kubernetes.io/evict": "true"}
-    assert vm["spec"]["template"]["metadata"]["labels"] == {"app": "web"}
-    again = run(opt_in_vms=[{"name": "web", "namespace": namespace}])
+    for name in ("web", "db"):
+        assert template(name)["annotations"] == {"descheduler.alpha.kubernetes.io/evict": "true"}, name
+        assert template(name)["labels"] == {"app": name}
+    assert "annotations" not in template("cache")
+    again = run(**opt_in)
     assert not again.failed and again.changed == 0, [n for n, r in again.results if r.get("changed")]
+
+    audit = Audit(namespace)
+    bad = run(opt_in_vm_selectors=[{"namespace": namespace, "label_selectors": ["tier in (db"]}], thresholds={
+        "cpu": 10, "memory": 10, "pods": 10})
+    assert bad.failed and "tier in (db" in bad.failure, bad.failure
+    assert [w for w in audit.writes() if w[1] != "virtualmachines"] == []  # not even the new policy
 
 
 # --- the real descheduler ------------------------------------------------------------
@@ -275,20 +299,25 @@ TEST_LABEL = "vmsched.kubevirt.io/test-descheduler"
 EVICT = "descheduler.alpha.kubernetes.io/evict"
 
 
-@pytest.fixture(scope="session")
-def descheduler_binary():
-    out = build.cache_dir() / "bin" / f"descheduler-{DESCHEDULER_VERSION}"
+def build_descheduler():
+    """The descheduler binary of DESCHEDULER_VERSION, stamped like upstream's, built once per stamp."""
+    ldflags = build.gobuild.version_ldflags(DESCHEDULER_VERSION, stamp="descheduler")
+    key = hashlib.sha256(ldflags.encode()).hexdigest()[:12]
+    out = build.cache_dir() / "bin" / f"descheduler-{DESCHEDULER_VERSION}-{key}"
     binary = out / "descheduler"
     if not binary.exists():
         out.mkdir(parents=True, exist_ok=True)
-        stamp = "sigs.k8s.io/descheduler/pkg/version"
         build.go_builder().build_wrapped(
             str(build.cache_dir() / "src" / f"descheduler-{DESCHEDULER_VERSION}"), "descheduler",
             "sigs.k8s.io/descheduler", DESCHEDULER_VERSION, ["sigs.k8s.io/descheduler/cmd/descheduler"],
-            [str(out / "descheduler.tmp")],
-            ldflags=f"-s -w -X {stamp}.version={DESCHEDULER_VERSION} -X {stamp}.buildDate=1970-01-01T00:00:00Z")
+            [str(out / "descheduler.tmp")], ldflags=ldflags)
         os.replace(out / "descheduler.tmp", binary)
     return binary
+
+
+@pytest.fixture(scope="session")
+def descheduler_binary():
+    return build_descheduler()
 
 
 @pytest.fixture
@@ -341,13 +370,19 @@ def vmi_node(custom, namespace, name):
     return status.get("nodeName") if status.get("phase") == "Running" else None
 
 
+def descheduler_command(binary, args, policy_text, kubeconfig, workdir, keep_interval=False):
+    """The role's arguments, with the policy in workdir, a kubeconfig and a free local port."""
+    (workdir / "policy.yaml").write_text(policy_text)
+    replaced = ("--policy-config-file", "--bind-address", "--secure-port") + (
+        () if keep_interval else ("--descheduling-interval",))
+    keep = [a for a in args if not a.startswith(replaced)]
+    return [str(binary), f"--policy-config-file={workdir / 'policy.yaml'}", f"--kubeconfig={kubeconfig}",
+            "--bind-address=127.0.0.1", f"--secure-port={free_port()}", *keep]
+
+
 def run_descheduler(binary, args, policy_text, kubeconfig, workdir):
     """One descheduling pass (no --descheduling-interval) with the role's arguments, on a free local port."""
-    (workdir / "policy.yaml").write_text(policy_text)
-    replaced = ("--policy-config-file", "--descheduling-interval", "--bind-address", "--secure-port")
-    keep = [a for a in args if not a.startswith(replaced)]
-    cmd = [str(binary), f"--policy-config-file={workdir / 'policy.yaml'}", f"--kubeconfig={kubeconfig}",
-           "--bind-address=127.0.0.1", f"--secure-port={free_port()}", *keep]
+    cmd = descheduler_command(binary, args, policy_text, kubeconfig, workdir)
     proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=120, check=False)
     log = proc.stdout + proc.stderr
     (workdir / f"descheduler-{len(list(workdir.glob('descheduler-*.log')))}.log").write_text(log)
@@ -356,29 +391,40 @@ def run_descheduler(binary, args, policy_text, kubeconfig, workdir):
     return log
 
 
-@pytest.mark.usefixtures("simulator", "cleanup")
-def test_real_descheduler_migrates_only_opted_in_vms_off_the_overloaded_node(
-        run, api_client, core, dyn, namespace, wait, vm_nodes, descheduler_binary, tmp_path):
-    custom = client.CustomObjectsApi(api_client)
-    opted, kept = ["opt-a", "opt-b", "opt-c"], ["keep-a", "keep-b"]
-    for name in opted + kept:
+OPTED, KEPT = ["opt-a", "opt-b", "opt-c"], ["keep-a", "keep-b"]
+# Only the test's nodes: the first at 5/8 CPUs requested, the other two empty.
+LEVELS = {"thresholds": {"cpu": 10, "memory": 10, "pods": 10},
+          "target_thresholds": {"cpu": 20, "memory": 20, "pods": 20}}
+
+
+def overloaded_node(custom, core, namespace, wait, vm_nodes):
+    """Five running VMs (three opted in) on the first of the test's nodes, the other two empty and schedulable.
+
+    Returns the names of their launcher pods.
+    """
+    for name in OPTED + KEPT:
         custom.create_namespaced_custom_object("kubevirt.io", "v1", namespace, "virtualmachines",
-                                               vm(name, vm_nodes, namespace, name in opted))
-    placed = wait(lambda: (p := {n: vmi_node(custom, namespace, n) for n in opted + kept}) and all(p.values()) and p,
+                                               vm(name, vm_nodes, namespace, name in OPTED))
+    placed = wait(lambda: (p := {n: vmi_node(custom, namespace, n) for n in OPTED + KEPT}) and all(p.values()) and p,
                   "the five VMs running", timeout=90)
     assert set(placed.values()) == {vm_nodes[0]}, f"premise: all VMs on {vm_nodes[0]}, got {placed}"
     for name in vm_nodes[1:]:
         core.patch_node(name, {"spec": {"unschedulable": False}})
-    launchers = {p.metadata.name for p in core.list_namespaced_pod(namespace, label_selector="kubevirt.io=virt-launcher").items}
+    return {p.metadata.name for p in core.list_namespaced_pod(namespace, label_selector="kubevirt.io=virt-launcher").items}
 
-    # Only the test's nodes: the first at 5/8 CPUs requested, the other two empty. Three opted-in VMs
-    # could go, the per-node limit (KubeVirt's parallelOutboundMigrationsPerNode, 2) lets two.
+
+@pytest.mark.usefixtures("simulator", "cleanup")
+def test_real_descheduler_migrates_only_opted_in_vms_off_the_overloaded_node(
+        run, api_client, core, dyn, namespace, wait, vm_nodes, descheduler_binary, tmp_path):
+    custom = client.CustomObjectsApi(api_client)
+    opted, kept = OPTED, KEPT
+    launchers = overloaded_node(custom, core, namespace, wait, vm_nodes)
+
+    # Three opted-in VMs could go, the per-node limit (KubeVirt's parallelOutboundMigrationsPerNode, 2) lets two.
     selector = f"{TEST_LABEL}={namespace}"
-    levels = {"thresholds": {"cpu": 10, "memory": 10, "pods": 10},
-              "target_thresholds": {"cpu": 20, "memory": 20, "pods": 20}}
 
     # The opted-in VMs are evicted, KubeVirt (the simulator) answers 429 and migrates them.
-    real = run(node_selector=selector, **levels)
+    real = run(node_selector=selector, **LEVELS)
     assert not real.failed, real.failure
     kubeconfig = token_kubeconfig(api_client, core, namespace, NAME, tmp_path / "sa.kubeconfig")
     dep = workload(dyn, namespace)
@@ -403,3 +449,105 @@ def test_real_descheduler_migrates_only_opted_in_vms_off_the_overloaded_node(
         n: vm_nodes[0] for n in opted + kept if n not in migrated}
     now = {p.metadata.name for p in core.list_namespaced_pod(namespace, label_selector="kubevirt.io=virt-launcher").items}
     assert {p for p in launchers if not any(f"-{m}-" in p for m in migrated)} <= now
+
+
+def run_descheduler_loop(cmd, workdir, enough, timeout=120):
+    """Run a looping descheduler until enough(log) holds; stop it and return the log."""
+    log_path = workdir / f"descheduler-{len(list(workdir.glob('descheduler-*.log')))}.log"
+    with log_path.open("w") as out:
+        proc = subprocess.Popen(cmd, cwd=workdir, stdout=out, stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.monotonic() + timeout
+            while not enough(log_path.read_text()):
+                assert proc.poll() is None, f"descheduler exited with {proc.returncode}:\n{log_path.read_text()[-4000:]}"
+                assert time.monotonic() < deadline, f"not enough after {timeout}s:\n{log_path.read_text()[-4000:]}"
+                time.sleep(0.5)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    return log_path.read_text()
+
+
+class JobWatch(threading.Thread):
+    """Remembers the first version seen of a Job that exists only while the role runs."""
+
+    def __init__(self, api_client, namespace, name):
+        super().__init__(daemon=True)
+        self.batch = client.BatchV1Api(api_client)
+        self.namespace, self.name = namespace, name
+        self.job = None
+        self.stop = threading.Event()
+
+    def run(self):
+        while self.job is None and not self.stop.is_set():
+            try:
+                self.job = self.batch.read_namespaced_job(self.name, self.namespace).to_dict()
+            except client.ApiException:
+                time.sleep(0.2)
+
+
+@pytest.mark.usefixtures("simulator", "cleanup")
+def test_dry_run_preview_predicts_the_evictions_of_the_opted_in_vms_and_makes_none(
+        run, api_client, core, dyn, namespace, wait, vm_nodes, descheduler_binary, tmp_path):
+    custom = client.CustomObjectsApi(api_client)
+    launchers = overloaded_node(custom, core, namespace, wait, vm_nodes)
+    # A per-node limit of 3 lets every opted-in VM go: the prediction must name exactly those three.
+    variables = dict(LEVELS, node_selector=f"{TEST_LABEL}={namespace}", max_evictions_per_node=3, dry_run=True,
+                     dry_run_timeout=8)
+
+    # The role starts its preview Job. Under KWOK the Job's pod never runs nor serves a log: the role
+    # waits dry_run_timeout, fails saying so, and removes the Job.
+    watch = JobWatch(api_client, namespace, f"{NAME}-preview")
+    watch.start()
+    result = run(**variables)
+    watch.stop.set()
+    watch.join(5)
+    assert result.failed
+    assert (f"The dry-run preview Job {namespace}/{NAME}-preview did not log two descheduling cycles within 8s"
+            in result.failure), result.failure
+    assert watch.job is not None, "the role started no preview Job"
+    with pytest.raises(client.ApiException) as gone:
+        client.BatchV1Api(api_client).read_namespaced_job(f"{NAME}-preview", namespace)
+    assert gone.value.status == 404
+    job_spec = watch.job["spec"]
+    assert job_spec["backoff_limit"] == 0 and job_spec["active_deadline_seconds"] == 68
+    args = job_spec["template"]["spec"]["containers"][0]["args"]
+    assert "--dry-run" in args and "--descheduling-interval=10s" in args, args
+    deployment_args = workload(dyn, namespace)["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--dry-run" in deployment_args
+
+    # The Job's pod, run here: the real descheduler with the Job's arguments, the policy read back from
+    # the ConfigMap and the role's ServiceAccount, until two cycles have ended.
+    filters = FilterModule().filters()
+    kubeconfig = token_kubeconfig(api_client, core, namespace, NAME, tmp_path / "sa.kubeconfig")
+    cmd = descheduler_command(descheduler_binary, args, core.read_namespaced_config_map(
+        f"{NAME}-policy", namespace).data["policy.yaml"], kubeconfig, tmp_path, keep_interval=True)
+    log = run_descheduler_loop(cmd, tmp_path, lambda text: len(filters["descheduler_dry_run_cycles"](text)) >= 2)
+    assert "forbidden" not in log.lower(), log[-4000:]
+    assert "failed to convert Descheduler minor version" not in log  # the binary is stamped like upstream's
+
+    cycles = filters["descheduler_dry_run_cycles"](log)
+    last = cycles[-1]
+    assert not last["skipped"] and last["limited"] == 0, (last, log[-4000:])
+    evictions = filters["descheduler_dry_run_evictions"](log)
+    assert sorted((e["namespace"], e["vm"], e["node"], e["strategy"]) for e in evictions) == [
+        (namespace, name, vm_nodes[0], "LowNodeUtilization") for name in OPTED], (evictions, log[-4000:])
+    assert {e["pod"] for e in evictions} == {p for p in launchers if p.startswith("virt-launcher-opt-")}
+    assert last["total_evicted"] == 3
+
+    # The role's report of the preview (its tasks after reading the Job's log), on this log.
+    report = run(test_tasks_from="preview_report", _preview_log={"log": log})
+    assert not report.failed, report.failure
+    fact = report.result("Keep the evictions of the last cycle")["ansible_facts"]["descheduler_preview"]
+    assert fact == dict(last, cycles=len(cycles))
+    message = report.result("Show the evictions the descheduler would make")["msg"]
+    assert message.startswith("The descheduler would evict 3 pod(s): "), message
+    for e in evictions:
+        assert f"{namespace}/{e['pod']} on {vm_nodes[0]} (LowNodeUtilization, VM {e['vm']})" in message, message
+
+    # Nothing was evicted for real: no migration, every VM where it was, the same launcher pods.
+    assert custom.list_namespaced_custom_object(
+        "kubevirt.io", "v1", namespace, "virtualmachineinstancemigrations")["items"] == []
+    assert {n: vmi_node(custom, namespace, n) for n in OPTED + KEPT} == {n: vm_nodes[0] for n in OPTED + KEPT}
+    assert {p.metadata.name for p in core.list_namespaced_pod(
+        namespace, label_selector="kubevirt.io=virt-launcher").items} == launchers

@@ -34,7 +34,8 @@ def config(out, name):
 
 
 def test_filters_are_registered():
-    assert sorted(FILTERS) == ["descheduler_policy", "descheduler_policy_validate"]
+    assert sorted(FILTERS) == ["descheduler_dry_run_cycles", "descheduler_dry_run_evictions", "descheduler_policy",
+                               "descheduler_policy_validate"]
 
 
 def test_kubevirt_relieve_defaults():
