@@ -17,6 +17,7 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.versions import (
     descheduler_image as _descheduler_image,
     kube_version_info,
     kubevirt_supports as _kubevirt_supports,
+    mutating_admission_policy_api_version as _mutating_admission_policy_api_version,
     scheduler_config_api_version as _scheduler_config_api_version,
     scheduler_image as _scheduler_image,
     version_mismatch,
@@ -61,6 +62,11 @@ def kube_version_mismatch(server_version, override):
     return _wrap(version_mismatch, server_version, override)
 
 
+def mutating_admission_policy_api_version(cluster_info, required=True):
+    """The MutatingAdmissionPolicy apiVersion the server serves (None when it serves none and not required)."""
+    return _wrap(_mutating_admission_policy_api_version, cluster_info, required=required)
+
+
 class FilterModule:
     """vmsched.kubevirt version filters."""
 
@@ -72,4 +78,5 @@ class FilterModule:
             "descheduler_image": descheduler_image,
             "kubevirt_supports": kubevirt_supports,
             "kube_version_mismatch": kube_version_mismatch,
+            "mutating_admission_policy_api_version": mutating_admission_policy_api_version,
         }

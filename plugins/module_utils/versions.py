@@ -561,3 +561,70 @@ def kubevirt_supports(kubevirt_version, feature):
     parsed = parse_kubevirt_version(kubevirt_version)
     minimum = parse_kubevirt_version(KUBEVIRT_FEATURES[feature]["min_version"])
     return parsed.sort_key() >= minimum.sort_key()
+
+
+# --- MutatingAdmissionPolicy -------------------------------------------------
+
+# MutatingAdmissionPolicy and its binding (KEP-3962 "Mutating Admission Policies",
+# kubernetes/enhancements keps/sig-api-machinery/3962-mutating-admission-policies/kep.yaml,
+# milestones alpha v1.32, beta v1.34, stable v1.36, read on 2026-11-22):
+# admissionregistration.k8s.io/v1alpha1 in 1.32 and 1.33; v1beta1 from 1.34, behind the
+# feature gate MutatingAdmissionPolicy (off by default) plus
+# --runtime-config=admissionregistration.k8s.io/v1beta1=true (kubernetes.io, "Mutating
+# Admission Policy", the v1.34 page); v1, GA and served by default, from 1.36.
+# (apiVersion, first minor that has it, whether it is served without opting in), most
+# preferred first. Alpha is not offered.
+MUTATING_ADMISSION_POLICY_API_VERSIONS = (
+    ("admissionregistration.k8s.io/v1", 36, True),
+    ("admissionregistration.k8s.io/v1beta1", 34, False),
+)
+MUTATING_ADMISSION_POLICY_KINDS = ("MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding")
+
+
+def _served_group_versions(apis, kinds):
+    """The group versions of a k8s_cluster_info `apis` result that serve every one of kinds."""
+    if not isinstance(apis, Mapping):
+        return set()
+    return {
+        group_version
+        for group_version, resources in apis.items()
+        if isinstance(resources, Mapping) and all(kind in resources for kind in kinds)
+    }
+
+
+def mutating_admission_policy_api_version(cluster_info, required=True):
+    """The MutatingAdmissionPolicy apiVersion to write for a server.
+
+    cluster_info is the registered result of kubernetes.core.k8s_cluster_info
+    (its `apis` are the discovery answer), or only a server version. v1 from
+    Kubernetes 1.36; on 1.34 and 1.35 v1beta1, only when discovery shows the
+    server serves it (it is off by default there). A server version alone is
+    enough for 1.36 and newer only. Anything else raises VersionError naming
+    the server version, or returns None when required is false.
+    """
+    parsed = parse_kube_version(cluster_info)
+    _kubernetes_1(parsed, "the MutatingAdmissionPolicy apiVersion")
+    apis = cluster_info.get("apis") if isinstance(cluster_info, Mapping) else None
+    served = _served_group_versions(apis, MUTATING_ADMISSION_POLICY_KINDS) if apis is not None else None
+    for api_version, first, default_on in MUTATING_ADMISSION_POLICY_API_VERSIONS:
+        if parsed.minor < first:
+            continue
+        if (served is None and default_on) or (served is not None and api_version in served):
+            return api_version
+    if not required:
+        return None
+    oldest = min(first for _api_version, first, _default_on in MUTATING_ADMISSION_POLICY_API_VERSIONS)
+    if parsed.minor < oldest:
+        why = "MutatingAdmissionPolicy is beta from Kubernetes 1.34 (behind a feature gate) and GA from 1.36"
+    elif served is None:
+        why = "only discovery can tell whether it serves the beta API: pass the k8s_cluster_info result, not a version"
+    else:
+        why = (
+            "its discovery lists no MutatingAdmissionPolicy API (on 1.34 and 1.35 it needs the feature gate "
+            "MutatingAdmissionPolicy and --runtime-config=admissionregistration.k8s.io/v1beta1=true on the API server)"
+        )
+    raise VersionError(
+        "Kubernetes %s (server %s) cannot default VMs with a MutatingAdmissionPolicy: %s. Set schedulerName and the "
+        "descheduler opt-in on existing VMs with the vmsched.kubevirt.vm_placement module instead (it does not "
+        "default new VMs)." % (parsed.minor_version, parsed.git_version or parsed.release, why)
+    )

@@ -40,6 +40,7 @@ FILTER_NAMES = [
     "descheduler_image",
     "kubevirt_supports",
     "kube_version_mismatch",
+    "mutating_admission_policy_api_version",
 ]
 FILTER_DIR = os.path.dirname(filter_module.__file__)
 
