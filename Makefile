@@ -133,12 +133,23 @@ integration: venv cluster-up ## Integration tests against the local control plan
 	@rc=0; KUBECONFIG=$(LOCAL_KUBECONFIG) $(ANSIBLE_ENV) $(BIN)/pytest tests/integration || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "integration: no integration tests collected yet"; rc=0; fi; exit $$rc
 
+.PHONY: molecule
+molecule: venv cluster-up ## Molecule scenarios (extensions/molecule: default, check_mode, teardown) against the local control plane
+	$(call say,"molecule test --all (extensions/molecule)")
+	@# Molecule finds a collection's scenarios under extensions/molecule/ when run from its root, and
+	@# calls ansible-config and ansible-playbook from PATH.
+	KUBECONFIG=$(LOCAL_KUBECONFIG) $(ANSIBLE_ENV) PATH=$(BIN):$$PATH ANSIBLE_FORCE_COLOR=0 NO_COLOR=1 \
+		$(BIN)/molecule test --all
+
 .PHONY: test
-test: ## lint, sanity, units, integration, in that order, stopping at the first failure
+test: ## lint, sanity, units, ee, integration, molecule, release-check, in that order, stopping at the first failure
 	@$(MAKE) lint
 	@$(MAKE) sanity
 	@$(MAKE) units
+	@$(MAKE) ee
 	@$(MAKE) integration
+	@$(MAKE) molecule
+	@$(MAKE) release-check
 
 # --- local control plane and demo ---------------------------------------------------
 
@@ -152,16 +163,105 @@ cluster-down: venv ## Stop the local control plane (tests/cluster/cluster.py)
 	$(call say,"stopping the local control plane")
 	PATH=$(BIN):$$PATH $(CLUSTER_DOWN)
 
+# make demo on the local control plane: demo VMs in DEMO_NAMESPACE (playbooks/demo_vms.yml,
+# which refuses to run on real nodes), site.yml opting them in, one targeted migration of
+# demo-vm-01 to DEMO_TARGET_NODE, and the report. KWOK pulls no image, so site.yml computes
+# the scheduler image from the server version instead of looking it up in registry.k8s.io
+# (site_image_lookup=false); against a real cluster site.yml keeps its defaults.
+# SITE_ARGS adds ansible-playbook arguments to site.yml, e.g. SITE_ARGS=--check or
+# SITE_ARGS='-e site_vms_namespace=prod'.
+DEMO_NAMESPACE ?= vmsched-demo
+DEMO_TARGET_NODE ?= node04
+SITE_ARGS ?=
+DEMO_PLAYBOOK = KUBECONFIG=$(LOCAL_KUBECONFIG) $(ANSIBLE_ENV) $(BIN)/ansible-playbook
+DEMO_REPORT_ONLY := -e site_image=false -e site_scheduler=false -e site_vm_defaults=false -e site_descheduler=false -e site_vms=false
+
 .PHONY: demo
 ifneq ($(USER_KUBECONFIG),)
-demo: venv ## Run playbooks/site.yml (against $KUBECONFIG if set, else the local control plane)
+demo: venv ## Run playbooks/site.yml (against $KUBECONFIG if set, else demo VMs, site.yml and a migration locally)
 	$(call say,"site.yml against KUBECONFIG=$(USER_KUBECONFIG); the local control plane is not started")
-	KUBECONFIG=$(USER_KUBECONFIG) $(ANSIBLE_ENV) $(BIN)/ansible-playbook playbooks/site.yml
+	KUBECONFIG=$(USER_KUBECONFIG) $(ANSIBLE_ENV) $(BIN)/ansible-playbook playbooks/site.yml $(SITE_ARGS)
 else
 demo: venv cluster-up
-	$(call say,"site.yml against the local control plane")
-	KUBECONFIG=$(LOCAL_KUBECONFIG) $(ANSIBLE_ENV) $(BIN)/ansible-playbook playbooks/site.yml
+	$(call say,"demo VMs in namespace $(DEMO_NAMESPACE) of the local control plane")
+	$(DEMO_PLAYBOOK) playbooks/demo_vms.yml -e demo_vms_namespace=$(DEMO_NAMESPACE)
+	$(call say,"site.yml: scheduler image -> secondary scheduler -> VM defaults -> descheduler -> VM opt-in -> report")
+	$(DEMO_PLAYBOOK) playbooks/site.yml -e site_image_lookup=false -e site_vms_namespace=$(DEMO_NAMESPACE) $(SITE_ARGS)
+	$(call say,"migrate_vm.yml: $(DEMO_NAMESPACE)/demo-vm-01 to $(DEMO_TARGET_NODE)")
+	$(DEMO_PLAYBOOK) playbooks/migrate_vm.yml -e migrate_vm_namespace=$(DEMO_NAMESPACE) -e migrate_vm_name=demo-vm-01 \
+		-e migrate_vm_target_node=$(DEMO_TARGET_NODE) -e migrate_vm_wait_timeout=120
+	$(call say,"the report after the migration")
+	$(DEMO_PLAYBOOK) playbooks/site.yml $(DEMO_REPORT_ONLY)
 endif
+
+# --- release ----------------------------------------------------------------------
+
+# The collection as users get it: the tarball `ansible-galaxy collection build` makes, installed
+# into a fresh virtualenv (requirements.txt and the ansible-core pin, no `ansible` package, pip's
+# cache) with the kubernetes.core the dev venv's `ansible` package bundles (installed offline: Galaxy
+# may be unreachable), then the demo run from the installed collection's playbooks
+# (ansible-playbook vmsched.kubevirt.<name>) outside the checkout, in its own namespace, torn down after.
+RELEASE := $(BUILD)/release
+RELEASE_VENV := $(RELEASE)/venv
+RELEASE_COLLECTIONS := $(RELEASE)/collections
+RELEASE_NAMESPACE := vmsched-release
+RELEASE_VARS := -e site_image_lookup=false -e site_vms_namespace=$(RELEASE_NAMESPACE) \
+	-e site_scheduler_namespace=$(RELEASE_NAMESPACE) -e site_descheduler_namespace=$(RELEASE_NAMESPACE) \
+	-e site_vm_defaults_name=$(RELEASE_NAMESPACE)
+RELEASE_PLAYBOOK = cd $(RELEASE) && env -u ANSIBLE_CONFIG KUBECONFIG=$(LOCAL_KUBECONFIG) ANSIBLE_LOCALHOST_WARNING=false ANSIBLE_INVENTORY_UNPARSED_WARNING=false \
+	ANSIBLE_COLLECTIONS_PATH=$(RELEASE_COLLECTIONS) $(RELEASE_VENV)/bin/ansible-playbook
+# Paths a tarball must not hold: local tooling, caches, test output.
+RELEASE_LOCAL_FILES := ^(\.venv|\.build|\.cluster|\.ansible|\.git|\.pytest_cache|\.ci|collections|tests/output|bench/output|docs/build)/|__pycache__/|\.pyc$$|\.tar\.gz$$
+
+.PHONY: release-check
+release-check: venv cluster-up ## Build the collection, install the tarball in a fresh venv, run the demo from it
+	$(call say,"ansible-galaxy collection build into $(RELEASE)/")
+	@rm -rf $(RELEASE)
+	@mkdir -p $(RELEASE_COLLECTIONS)/ansible_collections/kubernetes
+	$(BIN)/ansible-galaxy collection build --output-path $(RELEASE) .
+	@bad=$$(tar -tzf $(RELEASE)/vmsched-kubevirt-*.tar.gz | grep -E '$(RELEASE_LOCAL_FILES)' || true); \
+	if [ -n "$$bad" ]; then printf 'release-check: the tarball holds local files (galaxy.yml build_ignore):\n%s\n' "$$bad" | head -20; exit 1; fi
+	$(call say,"a fresh virtualenv: requirements.txt and $$(grep -E '^ansible-core==' requirements-dev.txt)")
+	$(PYTHON) -m venv $(RELEASE_VENV)
+	$(RELEASE_VENV)/bin/python -m pip install --quiet -r requirements.txt "$$(grep -E '^ansible-core==' requirements-dev.txt)"
+	$(call say,"installing the tarball offline beside the bundled kubernetes.core")
+	cp -r "$$($(BIN)/python -c 'import ansible_collections.kubernetes.core as m; print(list(m.__path__)[0])')" \
+		$(RELEASE_COLLECTIONS)/ansible_collections/kubernetes/core
+	@# Outside the checkout: its ansible.cfg would point ansible-galaxy at the checkout's link.
+	cd $(RELEASE) && env -u ANSIBLE_CONFIG ANSIBLE_COLLECTIONS_PATH=$(RELEASE_COLLECTIONS) \
+		$(RELEASE_VENV)/bin/ansible-galaxy collection install --offline -p $(RELEASE_COLLECTIONS) vmsched-kubevirt-*.tar.gz
+	@installed=$$(cd $(RELEASE) && env -u ANSIBLE_CONFIG ANSIBLE_COLLECTIONS_PATH=$(RELEASE_COLLECTIONS) $(RELEASE_VENV)/bin/ansible-galaxy collection list vmsched.kubevirt --format json); \
+	echo "$$installed" | $(RELEASE_VENV)/bin/python -c 'import json, sys; found = json.load(sys.stdin); \
+		paths = [p for p in found if "vmsched.kubevirt" in found[p]]; \
+		sys.exit(0 if paths == ["$(RELEASE_COLLECTIONS)/ansible_collections"] else "release-check: vmsched.kubevirt found in %s" % paths)'
+	$(call say,"the demo from the installed collection in namespace $(RELEASE_NAMESPACE)")
+	@trap '$(RELEASE_PLAYBOOK) vmsched.kubevirt.teardown $(RELEASE_VARS) >/dev/null \
+		&& $(RELEASE_PLAYBOOK) vmsched.kubevirt.demo_vms -e demo_vms_namespace=$(RELEASE_NAMESPACE) -e demo_vms_state=absent >/dev/null \
+		|| echo "release-check: cleaning up $(RELEASE_NAMESPACE) failed" >&2' EXIT; \
+	set -ex; \
+	$(RELEASE_PLAYBOOK) vmsched.kubevirt.demo_vms -e demo_vms_namespace=$(RELEASE_NAMESPACE); \
+	$(RELEASE_PLAYBOOK) vmsched.kubevirt.site $(RELEASE_VARS); \
+	$(RELEASE_PLAYBOOK) vmsched.kubevirt.migrate_vm -e migrate_vm_namespace=$(RELEASE_NAMESPACE) -e migrate_vm_name=demo-vm-01 \
+		-e migrate_vm_target_node=$(DEMO_TARGET_NODE) -e migrate_vm_wait_timeout=120
+
+# The AWX execution environment's build context (ansible-builder create: no container engine
+# needed); building the image from it is `podman build .build/ee` (docs/awx.md).
+.PHONY: ee
+ee: venv ## Execution environment: build context in .build/ee/ (ansible-builder create), checked
+	$(call say,"ansible-galaxy collection build into $(BUILD)/ee-collection/")
+	@rm -rf $(BUILD)/ee $(BUILD)/ee-collection
+	$(BIN)/ansible-galaxy collection build --output-path $(BUILD)/ee-collection .
+	$(call say,"ansible-builder create into $(BUILD)/ee/")
+	$(BIN)/ansible-builder create --file execution-environment.yml --context $(BUILD)/ee --output-filename Containerfile
+	$(call say,"checking the build context")
+	VMSCHED_EE_CONTEXT=$(BUILD)/ee $(ANSIBLE_ENV) $(BIN)/pytest -q tests/unit/test_execution_environment.py
+
+# --- benchmarks ---------------------------------------------------------------------
+
+.PHONY: bench
+bench: venv cluster-up ## Benchmarks on the local control plane: bench/REPORT.md and bench/plots/ (10-15 min)
+	$(call say,"bench/report.py: every benchmark against the local control plane")
+	KUBECONFIG=$(LOCAL_KUBECONFIG) $(ANSIBLE_ENV) $(BIN)/python bench/report.py
 
 # --- housekeeping -------------------------------------------------------------------
 

@@ -1,0 +1,38 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""playbooks/site.yml's survey checks and its read-only report step. The full flow (converge,
+idempotence, check mode, teardown) is proven by the Molecule scenarios of extensions/molecule/."""
+from __future__ import annotations
+
+import pytest
+
+from .registry import ROOT, run_playbook
+
+SITE = ROOT / "playbooks" / "site.yml"
+REPORT_ONLY = {"site_image": False, "site_scheduler": False, "site_vm_defaults": False,
+               "site_descheduler": False, "site_vms": False}
+
+
+@pytest.mark.parametrize("answers", [
+    {"site_image_mode": "pull"},
+    {"site_image_mode": "mirror", "site_image_lookup": "false"},
+    {"site_scheduler_profile": "fast"},
+    {"site_scheduler_replicas": "0"},
+    {"site_descheduler_mode": "daemonset"},
+])
+def test_bad_survey_answers_fail_before_anything_runs(kubeconfig, answers):
+    run = run_playbook(SITE, answers, kubeconfig)
+    assert run.failed
+    assert [name for name, _result in run.results] == ["Check the survey answers"], run.results
+    assert "site_image_mode is resolve, mirror or build" in run.failure
+
+
+def test_report_only_reads(kubeconfig):
+    run = run_playbook(SITE, REPORT_ONLY, kubeconfig)
+    assert not run.failed, run.stdout + run.stderr
+    assert run.changed == 0
+    table = run.result("Show the per-node placement table")["msg"]
+    assert table[0].split()[:2] == ["NODE", "VMIS"]
+    assert any(row.split()[0] == "node01" for row in table[1:]), table
+    ran = {name for name, result in run.results if not result.get("skipped")}
+    assert not ran & {"Deploy the secondary scheduler", "Deploy the descheduler", "Opt the selected VMs in",
+                      "Default new VMs to the secondary scheduler"}, ran
