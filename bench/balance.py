@@ -21,11 +21,11 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import yaml
+from common import wait_for
 from kubernetes import client, config, dynamic
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,17 +49,17 @@ def vm(name, scheduler_name=None):
             "spec": {"runStrategy": "Always", "template": {"metadata": {"labels": {"app": "balance"}}, "spec": spec}}}
 
 
-def wait_for(predicate, what, timeout=600):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(1)
-    raise SystemExit(f"timed out waiting for {what}")
+def background(core, namespace):
+    """Pods of others (the cluster is shared with other tests) on each node when a run starts."""
+    counts = {}
+    for pod in core.list_pod_for_all_namespaces().items:
+        if pod.metadata.namespace != namespace and pod.spec.node_name and pod.status.phase in ("Pending", "Running"):
+            counts[pod.spec.node_name] = counts.get(pod.spec.node_name, 0) + 1
+    return counts
 
 
 def run_once(core, vms_api, namespace, count, scheduler_name=None):
+    others = background(core, namespace)
     for i in range(count):
         vms_api.create(body=vm(f"vm-{i:03d}", scheduler_name), namespace=namespace)
 
@@ -69,23 +69,27 @@ def run_once(core, vms_api, namespace, count, scheduler_name=None):
         print(f"  {len(bound)}/{count} launcher pods bound", end="\r", flush=True)
         return bound if len(bound) >= count else None
 
-    pods = wait_for(placed, f"{count} launcher pods bound")
+    pods = wait_for(placed, f"{count} launcher pods bound", timeout=600, interval=1)
     print()
     images = {p.spec.containers[0].image for p in pods}
+    # Launcher pods (virt-launcher-vm-000-<random>, ...) in the order their VMs were created.
+    first = [p.spec.node_name for p in sorted(pods, key=lambda p: p.metadata.name)]
     counts = {}
     for p in pods:
         counts[p.spec.node_name] = counts.get(p.spec.node_name, 0) + 1
     for i in range(count):
         vms_api.delete(name=f"vm-{i:03d}", namespace=namespace)
     wait_for(lambda: not core.list_namespaced_pod(namespace, label_selector="kubevirt.io=virt-launcher").items,
-             "launcher pods gone")
-    return counts, sorted(images)
+             "launcher pods gone", timeout=600, interval=1)
+    return counts, sorted(images), first, others
 
 
-def summary(counts, nodes):
+def summary(counts, nodes, first, with_image, first_n, others):
     values = [counts.get(n, 0) for n in nodes]
     mean = statistics.mean(values)
     return {"per_node": {n: counts.get(n, 0) for n in nodes},
+            "other_pods_at_start": {n: others.get(n, 0) for n in nodes},
+            f"first_{first_n}_on_image_nodes": sum(1 for n in first[:first_n] if n in with_image),
             "mean": round(mean, 2), "stdev": round(statistics.pstdev(values), 3),
             "cv": round(statistics.pstdev(values) / mean, 4) if mean else None}
 
@@ -93,6 +97,7 @@ def summary(counts, nodes):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vms", type=int, default=200)
+    parser.add_argument("--first", type=int, default=20, help="count where the first N VMs went")
     parser.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG", str(ROOT / ".cluster" / "kubeconfig")))
     args = parser.parse_args()
 
@@ -121,12 +126,12 @@ def main():
     proc = None
     try:
         print(f"run 1: {args.vms} VMs, default scheduler (default profile)")
-        default_counts, images = run_once(core, vms_api, namespace, args.vms)
+        default_counts, images, default_first, default_others = run_once(core, vms_api, namespace, args.vms)
         print(f"run 2: {args.vms} VMs, local kube-scheduler with the kubevirt profile ({scheduler_name})")
         log = (OUTPUT / "balance-scheduler.log").open("w")
         proc = subprocess.Popen([str(build.bin_dir() / "kube-scheduler"), f"--config={config_path}",  # noqa: SIM115
                                  "--bind-address=127.0.0.1", "--secure-port=0"], stdout=log, stderr=subprocess.STDOUT)
-        kubevirt_counts, images2 = run_once(core, vms_api, namespace, args.vms, scheduler_name)
+        kubevirt_counts, images2, kubevirt_first, kubevirt_others = run_once(core, vms_api, namespace, args.vms, scheduler_name)
     finally:
         if proc:
             proc.terminate()
@@ -136,11 +141,14 @@ def main():
     result = {
         "server_version": server,
         "vms": args.vms,
+        "first": args.first,
         "launcher_images": sorted(set(images) | set(images2)),
         "nodes_listing_launcher_image": with_image,
         "nodes_taking_vms": usable,
-        "default_scheduler": dict(summary(default_counts, usable), all_nodes={n: default_counts.get(n, 0) for n in all_nodes}),
-        "kubevirt_profile": dict(summary(kubevirt_counts, usable), all_nodes={n: kubevirt_counts.get(n, 0) for n in all_nodes}),
+        "default_scheduler": dict(summary(default_counts, usable, default_first, with_image, args.first, default_others),
+                                  all_nodes={n: default_counts.get(n, 0) for n in all_nodes}),
+        "kubevirt_profile": dict(summary(kubevirt_counts, usable, kubevirt_first, with_image, args.first, kubevirt_others),
+                                 all_nodes={n: kubevirt_counts.get(n, 0) for n in all_nodes}),
         "kubevirt_profile_config": rendered["config"]["profiles"],
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -158,9 +166,12 @@ def main():
     for n in usable:
         lines.append(f"| {n} | {'yes' if n in with_image else 'no'} | {default_counts.get(n, 0)} | "
                      f"{kubevirt_counts.get(n, 0)} |")
+    first_key = f"first_{args.first}_on_image_nodes"
     lines += [
         f"| **coefficient of variation** | | **{result['default_scheduler']['cv']}** | "
         f"**{result['kubevirt_profile']['cv']}** |",
+        f"| first {args.first} VMs on nodes listing the image | | {result['default_scheduler'][first_key]} | "
+        f"{result['kubevirt_profile'][first_key]} |",
         "",
     ]
     (RESULTS / "balance.md").write_text("\n".join(lines))

@@ -32,6 +32,7 @@ import time
 import uuid
 from pathlib import Path
 
+from common import wait_for
 from kubernetes import client, config, watch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,16 +53,6 @@ def vm(name, node, migration_seconds=None):
                 if migration_seconds else {}}, "spec": {
                 "domain": {"cpu": {"cores": 1}, "memory": {"guest": "256Mi"}, "devices": {}},
                 "affinity": affinity}}}}
-
-
-def wait_for(predicate, what, timeout=300):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise SystemExit(f"timed out waiting for {what}")
 
 
 class Observer(threading.Thread):

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
 import uuid
@@ -33,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
+from common import run_playbook
 from kubernetes import client, config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,17 +55,7 @@ def vm(name):
 def playbook(kubeconfig, path, tasks):
     path.write_text(yaml.safe_dump([{"name": "Bench " + path.stem, "hosts": "localhost", "connection": "local",
                                      "gather_facts": False, "tasks": tasks}], sort_keys=False))
-    env = dict(os.environ, KUBECONFIG=str(kubeconfig), ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS),
-               ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_LOCALHOST_WARNING="0",
-               ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
-    started = time.monotonic()
-    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), str(path)], env=env,
-                          capture_output=True, text=True, check=False)
-    elapsed = time.monotonic() - started
-    (OUTPUT / (path.stem + ".log")).write_text(proc.stdout + proc.stderr)
-    if proc.returncode != 0:
-        raise SystemExit(f"{path.name} failed, see {OUTPUT / (path.stem + '.log')}")
-    return elapsed
+    return run_playbook(path, path.stem, kubeconfig=kubeconfig).seconds
 
 
 def scheduler_names(custom, namespace):
