@@ -119,6 +119,17 @@ def evict_of(vm):
     return ((template(vm).get("metadata") or {}).get("annotations") or {}).get(EVICT)
 
 
+def wait_enforced(kv, namespace, scheduler, wait):
+    """Wait until new VMs in namespace get scheduler (None: are left alone). The API server starts
+    (or stops) enforcing a policy when its informer sees the change, a moment after the write;
+    a server-side dry-run create shows what admission does now, without writing."""
+    def probe():
+        vm = kv.custom.create_namespaced_custom_object("kubevirt.io", "v1", namespace, VMS,
+                                                       vm_manifest("probe", run_strategy="Halted"), dry_run="All")
+        return scheduler_of(vm) == scheduler
+    wait(probe, f"new VMs in {namespace} getting schedulerName {scheduler!r}", timeout=30)
+
+
 def launcher_pod(kv, namespace, name, wait):
     vmi = wait(lambda: kv.get(VMIS, namespace, name), f"VMI {namespace}/{name}", timeout=60)
     return wait(lambda: kv.pods(namespace, vmi) and kv.pods(namespace, vmi)[0], f"launcher pod of {namespace}/{name}",
@@ -131,6 +142,7 @@ def test_new_vms_get_the_scheduler_that_then_schedules_them(
     assert not result.failed, result.failure
     assert result.changed > 0
     assert set(policy_objects(dyn, names["policy"])) == set(POLICY_KINDS)
+    wait_enforced(kv, selected, names["scheduler"], wait)
 
     scheduler = real_scheduler({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
                                 "leaderElection": {"leaderElect": False},
@@ -178,6 +190,7 @@ def test_idempotent_check_mode_diff_and_absent(run, kv, dyn, selected, names, wa
     first = run()
     assert not first.failed, first.failure
     assert first.changed > 0
+    wait_enforced(kv, selected, names["scheduler"], wait)
     objects = dyn.resources.get(api_version=API, kind="MutatingAdmissionPolicy").get(name=policy).to_dict()
     assert objects["metadata"]["labels"]["app.kubernetes.io/managed-by"] == MANAGED_BY
     assert [m["patchType"] for m in objects["spec"]["mutations"]] == ["ApplyConfiguration"]  # no evict mutation
@@ -233,6 +246,7 @@ def test_idempotent_check_mode_diff_and_absent(run, kv, dyn, selected, names, wa
         assert kept["metadata"]["resourceVersion"] == vm["metadata"]["resourceVersion"]
         assert scheduler_of(kept) == names["scheduler"]
         # The defaulting has stopped.
+        wait_enforced(kv, selected, None, wait)
         fresh = kv.create(VMS, selected, vm_manifest("after-absent"))
         assert scheduler_of(fresh) is None
         again = run(state="absent")
