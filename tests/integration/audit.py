@@ -1,9 +1,15 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Reading the local control plane's audit log: the proof that check mode writes nothing."""
+"""Reading the local control plane's audit log: the proof that check mode writes nothing.
+
+Used by the integration tests (the Audit class) and by the check_mode Molecule scenario
+(`python tests/integration/audit.py --namespace NS --offset N --since TIME`, printing JSON).
+"""
 from __future__ import annotations
 
+import argparse
 import json
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 AUDIT_LOG = Path(__file__).resolve().parents[2] / ".cluster" / "audit.log"
@@ -14,17 +20,30 @@ WRITES = {"create", "update", "patch", "delete", "deletecollection"}
 CONTROL_PLANE_AGENTS = ("kube-controller-manager/", "kube-scheduler/", "kube-apiserver/", "kwok-controller/")
 
 
+def now():
+    """The current time as the audit log writes requestReceivedTimestamp (comparable as strings)."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 class Audit:
-    """Writes to a test namespace's objects (and to cluster-scoped objects named
-    `vmsched:<namespace>:...`) recorded after the mark taken at construction."""
+    """Writes to a namespace's objects, to cluster-scoped objects named `vmsched:<namespace>:...`
+    and to those named in `names`, recorded after the mark taken at construction (or given).
 
-    def __init__(self, namespace):
+    The log is written asynchronously: a request made before the mark can still be appended
+    after its offset, so events are also compared with the mark's time.
+    """
+
+    def __init__(self, namespace, names=(), ignore_agents=(), offset=None, since=None):
         self.namespace = namespace
-        self.offset = AUDIT_LOG.stat().st_size
+        self.names = set(names)
+        self.ignore_agents = CONTROL_PLANE_AGENTS + tuple(ignore_agents)
+        self.offset = AUDIT_LOG.stat().st_size if offset is None else offset
+        self.since = since or now()
 
-    def writes(self):
+    def read(self):
+        """(writes, dry_runs): the real writes as tuples, and how many dry-run writes there were."""
         time.sleep(1.5)  # the log backend writes asynchronously
-        found = []
+        writes, dry_runs = [], 0
         with AUDIT_LOG.open() as log:
             log.seek(self.offset)
             for line in log:
@@ -32,13 +51,36 @@ class Audit:
                     event = json.loads(line)
                 except ValueError:
                     continue
-                ref = event.get("objectRef") or {}
-                if event.get("verb") not in WRITES or "dryRun" in event.get("requestURI", "") \
-                        or event.get("userAgent", "").startswith(CONTROL_PLANE_AGENTS):
+                if event.get("verb") not in WRITES or event.get("requestReceivedTimestamp", "") < self.since \
+                        or event.get("userAgent", "").startswith(self.ignore_agents):
                     continue
-                ours = ref.get("namespace") == self.namespace or \
-                    str(ref.get("name", "")).startswith(f"vmsched:{self.namespace}:")
-                if ours:
-                    found.append((event["verb"], ref.get("resource"), ref.get("namespace"), ref.get("name"),
-                                  event["user"]["username"], event.get("userAgent", "")))
-        return found
+                ref = event.get("objectRef") or {}
+                name = str(ref.get("name", ""))
+                if not (ref.get("namespace") == self.namespace or name in self.names
+                        or name.startswith(f"vmsched:{self.namespace}:")):
+                    continue
+                if "dryRun" in event.get("requestURI", ""):
+                    dry_runs += 1
+                else:
+                    writes.append((event["verb"], ref.get("resource"), ref.get("namespace"), name,
+                                   event["user"]["username"], event.get("userAgent", "")))
+        return writes, dry_runs
+
+    def writes(self):
+        return self.read()[0]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--namespace", required=True)
+    parser.add_argument("--offset", type=int, required=True, help="the log's size at the mark")
+    parser.add_argument("--since", required=True, help="the mark's time, e.g. 2026-11-23T10:56:53.000000Z")
+    parser.add_argument("--name", action="append", default=[], help="a cluster-scoped object name that counts too")
+    parser.add_argument("--ignore-agent", action="append", default=[], help="a user agent prefix to leave out")
+    args = parser.parse_args()
+    writes, dry_runs = Audit(args.namespace, args.name, args.ignore_agent, args.offset, args.since).read()
+    print(json.dumps({"writes": writes, "dry_runs": dry_runs}))
+
+
+if __name__ == "__main__":
+    main()
