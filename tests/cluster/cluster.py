@@ -1,22 +1,23 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The local control plane: real Kubernetes components, KWOK nodes, simulated KubeVirt.
+"""The local control plane: real Kubernetes components, KWOK nodes, real KubeVirt control plane.
 
-    cluster.py up [--kubevirt 1.6|1.5]   start (or reuse) the cluster, print its kubeconfig
-    cluster.py down                      stop it and remove .cluster/
-    cluster.py kubevirt VERSION          switch the installed KubeVirt API (CRDs, CR status)
-    cluster.py restart-apiserver         stop and start kube-apiserver (clients must survive it)
+    cluster.py up [--kubevirt v1.9.0]   start (or reuse) the cluster, print its kubeconfig
+    cluster.py down                     stop it and remove its state directory
+    cluster.py restart-apiserver        stop and start kube-apiserver (clients must survive it)
 
 kwokctl's binary runtime runs etcd, kube-apiserver, kube-controller-manager,
-kube-scheduler and kwok-controller from the binaries build.py made. Only KubeVirt's
-controllers are simulated (simulator.py), because KubeVirt needs KVM.
+kube-scheduler and kwok-controller from the binaries build.py made. KubeVirt's
+virt-api and virt-controller run for real (kubevirt/install.py); only virt-handler's
+node part is simulated (virt_handler/), because it needs KVM and a real node.
+
+VMSCHED_CLUSTER_DIR (default .cluster/) and VMSCHED_PORT_OFFSET let several clusters
+run at once, e.g. one per KubeVirt release or Kubernetes version.
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -27,14 +28,20 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-STATE = Path(os.environ.get("VMSCHED_CLUSTER_DIR", ROOT / ".cluster"))
+STATE = Path(os.environ.get("VMSCHED_CLUSTER_DIR", ROOT / ".cluster")).resolve()
 KUBECONFIG = STATE / "kubeconfig"
 NAME = "vmsched"
-KUBEVIRT_NAMESPACE = "kubevirt"
 
 sys.path.insert(0, str(HERE))
 import build  # noqa: E402  pylint: disable=wrong-import-position
-import kubevirt_crds  # noqa: E402  pylint: disable=wrong-import-position
+from kubectl import Kubectl  # noqa: E402  pylint: disable=wrong-import-position
+from kubevirt.install import KubeVirtControlPlane  # noqa: E402  pylint: disable=wrong-import-position
+from processes import Background  # noqa: E402  pylint: disable=wrong-import-position
+
+# Set VMSCHED_PORT_OFFSET to run a second local control plane beside the first
+# (a CI run in another clone, another KubeVirt release): every port moves by the offset.
+PORT_OFFSET = int(os.environ.get("VMSCHED_PORT_OFFSET", "0"))
+KUBEVIRT_PORT = 32448 + PORT_OFFSET      # virt-api; virt-controller on the next port
 
 
 def log(msg):
@@ -42,52 +49,21 @@ def log(msg):
 
 
 def default_kubevirt():
-    return build.read_versions()["KUBEVIRT_API"]
+    return os.environ.get("VMSCHED_KUBEVIRT") or build.read_versions()["KUBEVIRT_VERSION"]
 
 
 def bin_dir():
     return build.ensure_built()
 
 
-def kubectl(*args, stdin=None, check=True, capture=True):
-    cmd = [str(bin_dir() / "kubectl"), "--kubeconfig", str(KUBECONFIG), *args]
-    result = subprocess.run(cmd, input=stdin, text=True, check=False, capture_output=capture)
-    if check and result.returncode != 0:
-        sys.exit(f"cluster.py: `kubectl {' '.join(args)}` failed ({result.returncode}): "
-                 f"{(result.stderr or '').strip()}")
-    return result
-
-
-def wait_established(crds, timeout=60.0):
-    """Wait for CRDs to be Established. Polled rather than `kubectl wait --all`, which can
-    fail at once while CRDs just created are still settling."""
-    names = sorted(c["metadata"]["name"] for c in crds)
-    deadline = time.monotonic() + timeout
-    while True:
-        result = kubectl("get", "crd", *names, "-o", "json", check=False)
-        if result.returncode == 0:
-            pending = [c["metadata"]["name"] for c in json.loads(result.stdout)["items"]
-                       if not any(cond["type"] == "Established" and cond["status"] == "True"
-                                  for cond in (c.get("status") or {}).get("conditions") or [])]
-            if not pending:
-                return
-        else:
-            pending = [result.stderr.strip()]
-        if time.monotonic() > deadline:
-            sys.exit(f"cluster.py: CRDs not Established after {timeout:.0f}s: {', '.join(pending)}")
-        time.sleep(0.3)
-
-
-def apply(objects):
-    """Server-side apply a list of objects: idempotent, so `up` can run any number of times."""
-    docs = "\n---\n".join(yaml.safe_dump(o, sort_keys=False) for o in objects)
-    kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=vmsched-cluster", "-f", "-", stdin=docs)
+def kubectl():
+    return Kubectl(bin_dir() / "kubectl", KUBECONFIG)
 
 
 def reachable():
     if not KUBECONFIG.exists():
         return False
-    return kubectl("get", "--raw", "/readyz", check=False).returncode == 0
+    return kubectl()("get", "--raw", "/readyz", check=False).returncode == 0
 
 
 def kwokctl(*args):
@@ -98,22 +74,68 @@ def kwokctl(*args):
     return subprocess.run(cmd, env=env, check=False, capture_output=True, text=True)
 
 
-# Set VMSCHED_PORT_OFFSET to run a second local control plane beside the first
-# (a CI run in another clone, say): every port moves by the offset.
-PORT_OFFSET = int(os.environ.get("VMSCHED_PORT_OFFSET", "0"))
-WEBHOOK_PORT = 32448 + PORT_OFFSET
+def pki_dir():
+    return STATE / "kwok" / "clusters" / NAME / "pki"
 
 
 def kwokctl_config():
-    """tests/cluster/kwokctl.yaml with its ports moved by PORT_OFFSET, written to .cluster/."""
+    """tests/cluster/kwokctl.yaml with its ports moved by PORT_OFFSET, written to the state directory.
+
+    The API server also gets its front-proxy (request header) settings: aggregated API servers,
+    virt-api among them, read them from the extension-apiserver-authentication ConfigMap, which
+    the API server only writes when it is started with them. kwokctl's CA signs the proxy client
+    certificate it passes (admin.crt, CN kwok-admin), so the same CA is the request-header CA.
+    """
     config = yaml.safe_load((HERE / "kwokctl.yaml").read_text())
     options = config["options"]
     ports = [k for k, v in options.items() if k.endswith("Port") and not isinstance(v, bool)]  # securePort is a flag
     for key in ports:
         options[key] += PORT_OFFSET
+    apiserver = next(p for p in config["componentsPatches"] if p["name"] == "kube-apiserver")
+    apiserver["extraArgs"] += [
+        {"key": "requestheader-client-ca-file", "value": str(pki_dir() / "ca.crt")},
+        # The same CA signs the admin's client certificate: only the proxy's may set the headers.
+        {"key": "requestheader-allowed-names", "value": "kwok-admin"},
+        {"key": "requestheader-username-headers", "value": "X-Remote-User"},
+        {"key": "requestheader-group-headers", "value": "X-Remote-Group"},
+        {"key": "requestheader-extra-headers-prefix", "value": "X-Remote-Extra-"},
+    ]
     path = STATE / "kwokctl.yaml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return path, sorted(options[k] for k in ports) + [WEBHOOK_PORT]
+    path.write_text(yaml.safe_dump_all([config, *kwok_stages()], sort_keys=False))
+    return path, sorted(options[k] for k in ports) + [KUBEVIRT_PORT, KUBEVIRT_PORT + 1]
+
+
+# KWOK's own stages (its "fast" pod stages, node initialization and lease heartbeat), from the kwok
+# module build.py compiled. Giving kwokctl any Stage replaces all of its defaults, so all are given.
+KWOK_STAGES = ("kustomize/stage/node/fast/node-initialize.yaml",
+               "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+               "kustomize/stage/pod/fast/pod-ready.yaml",
+               "kustomize/stage/pod/fast/pod-complete.yaml",
+               "kustomize/stage/pod/fast/pod-delete.yaml")
+# One change: a kubelet reports the digest of every image it runs (containerStatuses[].imageID), and
+# virt-controller needs it to migrate a VM with a containerDisk (container-disk.go
+# ExtractImageIDsFromSourcePod). KWOK pulls nothing; the digest is derived from the reference.
+IMAGE_ID_LINE = ('        imageID: {{ printf "%s@sha256:%s" (regexReplaceAll ":[^:/@]+$" .image "") '
+                 '(sha256sum .image) | Quote }}\n')
+
+
+def kwok_stages():
+    kwok_version = build.read_versions()["KWOK_VERSION"]
+    result = subprocess.run(["go", "mod", "download", "-json", f"sigs.k8s.io/kwok@{kwok_version}"],
+                            capture_output=True, text=True, check=False, env=build.go_env())
+    if result.returncode != 0:
+        sys.exit(f"cluster.py: cannot find KWOK {kwok_version}'s stages: {result.stdout}{result.stderr}")
+    source = Path(json.loads(result.stdout)["Dir"])
+    stages = []
+    for name in KWOK_STAGES:
+        text = (source / name).read_text()
+        if name.endswith("pod-ready.yaml"):
+            text = text.replace("      - image: {{ .image | Quote }}\n",
+                                "      - image: {{ .image | Quote }}\n" + IMAGE_ID_LINE)
+            if IMAGE_ID_LINE not in text:
+                sys.exit(f"cluster.py: KWOK {kwok_version}'s {name} changed shape; IMAGE_ID_LINE no longer applies")
+        stages.append(yaml.safe_load(text))
+    return stages
 
 
 def check_ports_free(ports):
@@ -156,12 +178,16 @@ def create_control_plane():
     log(f"control plane created in {time.monotonic() - started:.0f}s")
 
 
-def node_objects(count=None):
-    """Expand nodes.yaml into Node objects; the pattern repeats past its end."""
+def node_objects(kubevirt_version, count=None):
+    """Expand nodes.yaml into Node objects as their kubelets register them; the pattern repeats past its end.
+
+    KubeVirt's own node labels and device resources are not here: the simulated virt-handler
+    (virt_handler/) puts them on the nodes it runs on, as the real one does.
+    """
     fixture = yaml.safe_load((HERE / "nodes.yaml").read_text())
     pattern = fixture["nodes"]
     count = count or int(os.environ.get("VMSCHED_NODES", len(pattern)))
-    launcher = "quay.io/kubevirt/virt-launcher:" + kubevirt_crds.release(default_kubevirt())
+    launcher = f"quay.io/kubevirt/virt-launcher:{kubevirt_version}"
     nodes = []
     for i in range(count):
         spec = pattern[i % len(pattern)]
@@ -177,7 +203,8 @@ def node_objects(count=None):
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": labels,
                          "annotations": {"kwok.x-k8s.io/node": "fake",
-                                         "node.alpha.kubernetes.io/ttl": "0"}},
+                                         "node.alpha.kubernetes.io/ttl": "0",
+                                         "vmsched.kubevirt.io/cpu": spec["cpu_model"]}},
             "spec": {"taints": spec.get("taints", []), "unschedulable": bool(spec.get("unschedulable"))},
             "status": {"capacity": fixture["defaults"]["capacity"],
                        "allocatable": fixture["defaults"]["capacity"],
@@ -186,84 +213,34 @@ def node_objects(count=None):
     return nodes
 
 
-def create_nodes():
-    nodes = node_objects()
+def create_nodes(kubevirt_version):
+    nodes = node_objects(kubevirt_version)
+    k = kubectl()
     # Node status is taken on create (a kubelet registers this way); apply would drop it.
-    existing = set(kubectl("get", "nodes", "-o", "name").stdout.split())
+    existing = set(k("get", "nodes", "-o", "name").stdout.split())
     fresh = [n for n in nodes if f"node/{n['metadata']['name']}" not in existing]
     if fresh:
-        kubectl("create", "-f", "-", stdin="\n---\n".join(yaml.safe_dump(n) for n in fresh))
-    kubectl("wait", "--for=condition=Ready", "node", "--all", "--timeout=60s")
+        k("create", "-f", "-", stdin="\n---\n".join(yaml.safe_dump(n) for n in fresh))
+    k("wait", "--for=condition=Ready", "node", "--all", "--timeout=60s")
     log(f"{len(nodes)} nodes Ready")
 
 
-def install_kubevirt(variant):
-    """Play virt-operator: CRDs of the chosen KubeVirt API and a KubeVirt CR reporting its version."""
-    release = kubevirt_crds.release(variant)
-    crds = kubevirt_crds.crds(variant)
-    apply(crds)
-    wait_established(crds)
-    apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KUBEVIRT_NAMESPACE}},
-           {"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
-            "metadata": {"name": "kubevirt", "namespace": KUBEVIRT_NAMESPACE},
-            "spec": {"configuration": {"developerConfiguration": {"featureGates": []}}}}])
-    status = {"status": {"phase": "Deployed", "observedKubeVirtVersion": release,
-                         "targetKubeVirtVersion": release, "observedKubeVirtRegistry": "quay.io/kubevirt"}}
-    kubectl("patch", "kubevirt", "kubevirt", "-n", KUBEVIRT_NAMESPACE, "--subresource=status",
-            "--type=merge", "-p", json.dumps(status))
-    log(f"KubeVirt API {release} installed (simulated)")
+def node_agent():
+    return Background(STATE, "virt-handler")
 
 
-def simulator_pid():
-    pidfile = STATE / "simulator.pid"
-    try:
-        pid = int(pidfile.read_text())
-        os.kill(pid, 0)
-        return pid
-    except (FileNotFoundError, ValueError, ProcessLookupError):
-        return None
-
-
-def start_simulator():
-    if simulator_pid():
+def start_node_agent(kubevirt_version, timeout=90.0):
+    """The simulated virt-handler; it writes <state>/virt-handler/ready once every node it serves is
+    labelled schedulable and its VMI informer has synced."""
+    agent = node_agent()
+    ready = STATE / "virt-handler" / "ready"
+    if agent.pid() and ready.exists():
         return
-    # The simulator writes this file once its caches have synced and the API server
-    # has been seen calling its admission webhooks: tests may start right after.
-    ready = STATE / "simulator" / "ready"
     ready.unlink(missing_ok=True)
-    logfile = open(STATE / "simulator.log", "ab")  # pylint: disable=consider-using-with
-    proc = subprocess.Popen(  # pylint: disable=consider-using-with
-        [sys.executable, str(HERE / "simulator.py"), "--kubeconfig", str(KUBECONFIG),
-         "--webhook-port", str(WEBHOOK_PORT)],
-        stdout=logfile, stderr=subprocess.STDOUT, start_new_session=True)
-    (STATE / "simulator.pid").write_text(str(proc.pid))
-    deadline = time.monotonic() + 60
-    while not ready.exists():
-        if proc.poll() is not None:
-            sys.exit(f"cluster.py: the KubeVirt simulator exited at start; see {STATE / 'simulator.log'}")
-        if time.monotonic() > deadline:
-            sys.exit(f"cluster.py: the KubeVirt simulator is not ready after 60s; see {STATE / 'simulator.log'}")
-        time.sleep(0.2)
-    log(f"KubeVirt simulator ready (pid {proc.pid}, log .cluster/simulator.log)")
-
-
-def terminate(pid, grace):
-    """SIGTERM pid, SIGKILL it after grace seconds, return once it is gone."""
-    os.kill(pid, signal.SIGTERM)
-    stop_by = time.monotonic() + grace
-    while Path(f"/proc/{pid}").exists():
-        if time.monotonic() > stop_by:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.1)
-
-
-def stop_simulator():
-    pid = simulator_pid()
-    if pid:
-        # Waits until it is gone, so that an `up` right after finds its webhook port free.
-        terminate(pid, grace=10)
-    (STATE / "simulator.pid").unlink(missing_ok=True)
+    proc = agent.start([sys.executable, HERE / "virt_handler", "--kubeconfig", KUBECONFIG,
+                        "--kubevirt-version", kubevirt_version, "--state", STATE / "virt-handler"])
+    agent.wait_until(ready.exists, "readiness", proc, timeout)
+    log(f"virt-handler (simulated node agent) ready; log {agent.logfile}")
 
 
 def restart_apiserver(timeout=60.0):
@@ -271,38 +248,58 @@ def restart_apiserver(timeout=60.0):
     crash would; tests use it to prove that clients survive. The pid file kwokctl keeps is
     updated, so `down` still stops the new process."""
     workdir = STATE / "kwok" / "clusters" / NAME
-    pidfile = workdir / "pids" / "kube-apiserver.pid"
-    pid = int(pidfile.read_text())
-    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
+    apiserver = Background(workdir, "kube-apiserver")
+    apiserver.pidfile = workdir / "pids" / "kube-apiserver.pid"
+    cmdline = Path(f"/proc/{apiserver.pid()}/cmdline").read_bytes().split(b"\0")[:-1]
     # A graceful shutdown drains open watches for long; after a few seconds, kill it as a crash would.
-    terminate(pid, grace=5)
+    apiserver.stop(grace=5)
     with open(workdir / "logs" / "kube-apiserver.log", "ab") as logfile:
         proc = subprocess.Popen(cmdline, cwd=workdir, stdout=logfile,  # pylint: disable=consider-using-with
                                 stderr=subprocess.STDOUT, start_new_session=True)
-    pidfile.write_text(str(proc.pid))
+    apiserver.pidfile.write_text(str(proc.pid))
     deadline = time.monotonic() + timeout
     while not reachable():
         if time.monotonic() > deadline:
             sys.exit(f"cluster.py: kube-apiserver did not come back within {timeout:.0f}s; see {workdir / 'logs'}")
         time.sleep(0.2)
-    log(f"kube-apiserver restarted (pid {pid} -> {proc.pid})")
+    log(f"kube-apiserver restarted (pid {proc.pid})")
 
 
-def up(variant):
+def kubevirt_control_plane(version):
+    return KubeVirtControlPlane(STATE, kubectl(), version, KUBEVIRT_PORT)
+
+
+def installed_kubevirt():
+    path = STATE / "kubevirt" / "version"
+    return path.read_text().strip() if path.exists() else None
+
+
+def up(version):
     started = time.monotonic()
     if reachable():
+        have = installed_kubevirt()
+        if have and have != version:
+            sys.exit(f"cluster.py: this cluster ({STATE}) runs KubeVirt {have}, not {version}: "
+                     f"`make cluster-down` first, or use another VMSCHED_CLUSTER_DIR and VMSCHED_PORT_OFFSET")
         log("control plane already up; reusing it")
     else:
-        stop_simulator()
+        stop_kubevirt()
         create_control_plane()
-    create_nodes()
-    install_kubevirt(variant)
-    start_simulator()
-    log(f"up in {time.monotonic() - started:.0f}s; export KUBECONFIG={KUBECONFIG}")
+    create_nodes(version)
+    kubevirt = kubevirt_control_plane(version)
+    kubevirt.install()
+    (STATE / "kubevirt" / "version").write_text(version)
+    start_node_agent(version)
+    log(f"up in {time.monotonic() - started:.0f}s with KubeVirt {version}; export KUBECONFIG={KUBECONFIG}")
+
+
+def stop_kubevirt():
+    node_agent().stop()
+    KubeVirtControlPlane(STATE, None, None, KUBEVIRT_PORT).stop()
 
 
 def down():
-    stop_simulator()
+    stop_kubevirt()
     if (STATE / "kwok").exists():
         result = kwokctl("delete", "cluster")
         if result.returncode != 0:
@@ -315,20 +312,16 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p_up = sub.add_parser("up")
-    p_up.add_argument("--kubevirt", default=os.environ.get("VMSCHED_KUBEVIRT", default_kubevirt()))
+    p_up.add_argument("--kubevirt", default=default_kubevirt(), help="KubeVirt release, e.g. v1.9.0")
     sub.add_parser("down")
-    p_kv = sub.add_parser("kubevirt")
-    p_kv.add_argument("version")
     sub.add_parser("restart-apiserver")
     args = parser.parse_args()
     if args.command == "up":
         up(args.kubevirt)
     elif args.command == "down":
         down()
-    elif args.command == "restart-apiserver":
-        restart_apiserver()
     else:
-        install_kubevirt(args.version)
+        restart_apiserver()
 
 
 if __name__ == "__main__":

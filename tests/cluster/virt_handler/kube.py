@@ -1,10 +1,12 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A small JSON REST client for the simulator.
+"""A small JSON REST client for the simulated node agent.
 
 The kubernetes client loads the kubeconfig (TLS, client certificates, tokens) and
 builds the urllib3 pool; requests and watches go through that pool as plain JSON,
 so every object is a dict shaped exactly like the API server's JSON. That keeps
 custom resources and core objects alike, and watch events cheap to decode.
+A client may also carry a ServiceAccount token instead of the kubeconfig's
+credentials (Kube.with_token): virt-handler's identity on one node.
 """
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ VERSION = "v1"
 # resource -> (path prefix, namespaced)
 RESOURCES = {
     "pods": ("/api/v1", True),
+    "serviceaccounts": ("/api/v1", True),
+    "events": ("/api/v1", True),
     "nodes": ("/api/v1", False),
     "namespaces": ("/api/v1", False),
     "virtualmachines": (f"/apis/{GROUP}/{VERSION}", True),
@@ -36,6 +40,7 @@ RESOURCES = {
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 
 
 class ApiError(Exception):
@@ -81,14 +86,26 @@ def path(resource, namespace=None, name=None, subresource=None):
 class Kube:
     """JSON requests against the API server named in a kubeconfig."""
 
-    def __init__(self, kubeconfig, timeout=30.0, pool_size=48):
-        cfg = kubernetes.client.Configuration()
-        kubernetes.config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
+    def __init__(self, kubeconfig=None, timeout=30.0, pool_size=16, config=None,
+                 user_agent="vmsched-kubevirt-node-agent"):
+        cfg = config
+        if cfg is None:
+            cfg = kubernetes.client.Configuration()
+            kubernetes.config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
         self.host = cfg.host.rstrip("/")
         self.config = cfg
         self.timeout = timeout
         self.pool = RESTClientObject(cfg, pools_size=2, maxsize=pool_size).pool_manager
-        self.user_agent = "vmsched-kubevirt-simulator"
+        self.user_agent = user_agent
+
+    def with_token(self, token, user_agent):
+        """A client for the same API server and CA that authenticates with a bearer token only."""
+        cfg = kubernetes.client.Configuration()
+        cfg.host = self.config.host
+        cfg.ssl_ca_cert = self.config.ssl_ca_cert
+        cfg.verify_ssl = self.config.verify_ssl
+        cfg.api_key = {"authorization": "Bearer " + token}
+        return Kube(config=cfg, timeout=self.timeout, user_agent=user_agent)
 
     def _headers(self, content_type=None):
         headers = {"Accept": "application/json", "User-Agent": self.user_agent}
@@ -135,7 +152,14 @@ class Kube:
         return self.request("PATCH", path(resource, namespace, name, subresource), body=ops,
                             content_type=JSON_PATCH)
 
-    def apply(self, resource, namespace, obj, manager="vmsched-kubevirt-simulator"):
+    def update(self, resource, namespace, obj):
+        return self.request("PUT", path(resource, namespace, obj["metadata"]["name"]), body=obj)
+
+    def strategic_patch(self, resource, namespace, name, patch, subresource=None):
+        return self.request("PATCH", path(resource, namespace, name, subresource), body=patch,
+                            content_type=STRATEGIC_PATCH)
+
+    def apply(self, resource, namespace, obj, manager="vmsched-kubevirt-node-agent"):
         name = obj["metadata"]["name"]
         return self.request("PATCH", path(resource, namespace, name), body=obj, content_type=APPLY_PATCH,
                             query={"fieldManager": manager, "force": "true"})

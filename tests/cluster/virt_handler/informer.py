@@ -25,7 +25,7 @@ import time
 
 from .kube import ApiError
 
-log = logging.getLogger("sim.informer")
+log = logging.getLogger("virt-handler.informer")
 
 
 def obj_key(obj):

@@ -1,0 +1,86 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Background processes of the local control plane (virt-api, virt-controller, the node agent).
+
+Each runs in its own session with its output in <state>/logs/<name>.log and its pid in
+<state>/pids/<name>.pid, so `down` finds it from any later process.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+class Background:
+    def __init__(self, state: Path, name: str):
+        self.name = name
+        self.pidfile = state / "pids" / f"{name}.pid"
+        self.logfile = state / "logs" / f"{name}.log"
+
+    def pid(self):
+        try:
+            pid = int(self.pidfile.read_text())
+            os.kill(pid, 0)
+            return pid
+        except (FileNotFoundError, ValueError, ProcessLookupError):
+            return None
+
+    def start(self, argv, env=None, cwd=None):
+        """Start argv unless already running; returns the Popen (None when it was running)."""
+        if self.pid():
+            return None
+        self.pidfile.parent.mkdir(parents=True, exist_ok=True)
+        self.logfile.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.logfile, "ab") as log:
+            proc = subprocess.Popen([str(a) for a in argv], stdout=log, stderr=subprocess.STDOUT, cwd=cwd,  # pylint: disable=consider-using-with
+                                    env=dict(os.environ, **(env or {})), start_new_session=True)
+        self.pidfile.write_text(str(proc.pid))
+        return proc
+
+    def wait_until(self, ready, what, proc=None, timeout=90.0):
+        """Poll ready() until true; fail at once if the process died, naming its log."""
+        deadline = time.monotonic() + timeout
+        while not ready():
+            if (proc is not None and proc.poll() is not None) or (proc is None and not self.pid()):
+                sys.exit(f"cluster: {self.name} exited before {what}; see {self.logfile}:\n{self.tail()}")
+            if time.monotonic() > deadline:
+                sys.exit(f"cluster: {self.name}: no {what} after {timeout:.0f}s; see {self.logfile}:\n{self.tail()}")
+            time.sleep(0.3)
+
+    def tail(self, lines=15):
+        try:
+            return "\n".join(self.logfile.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return "(no log)"
+
+    def stop(self, grace=10.0):
+        """SIGTERM, SIGKILL after grace seconds; returns once the process is gone."""
+        pid = self.pid()
+        if pid:
+            _signal(pid, signal.SIGTERM)
+            stop_by = time.monotonic() + grace
+            while Path(f"/proc/{pid}").exists() and not _is_zombie(pid):
+                if time.monotonic() > stop_by:
+                    _signal(pid, signal.SIGKILL)
+                time.sleep(0.1)
+        self.pidfile.unlink(missing_ok=True)
+
+
+def _signal(pid, sig):
+    """The whole session of processes started here; a process started elsewhere alone."""
+    with contextlib.suppress(ProcessLookupError):
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
+
+
+def _is_zombie(pid):
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except (FileNotFoundError, IndexError):
+        return True

@@ -1,0 +1,135 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""virt-handler's part of a live migration: what the target and the source write into the VMI.
+
+virt-controller hands a migration over by writing status.migrationState (migrationUid, sourceNode,
+targetNode, targetPod) and the label kubevirt.io/migrationTargetNodeName. From there (KubeVirt
+v1.9.0, pkg/virt-handler/migration-target.go and migration-source.go):
+    T1  target: targetNodeAddress and targetDirectMigrationNodePorts (it listens)
+    S1  source: startTimestamp, mode (libvirt started the migration)
+    T2-T5 target, once the domain runs there: targetNodeDomainDetected, targetNodeDomainReadyTimestamp,
+        endTimestamp; status.nodeName and label kubevirt.io/nodeName move to the target; then completed
+    T6  target: the label kubevirt.io/migrationTargetNodeName goes
+A failure is written by the source (failed, failureReason, endTimestamp; 1.9 also completed); an
+abort (migrationState.abortRequested, set by virt-controller when the VMIM is deleted while Running)
+is a failure with abortStatus Succeeded and "Live migration has been aborted".
+In 1.5 the source, not the target, moves nodeName once the target reports the domain ready, and
+nothing removes the target label.
+
+Which step is due follows from the VMI alone (next_step); the duration of the memory transfer and
+injected faults come from annotations (faults.py).
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+
+from .versions import Release
+from .vmi import now_iso
+
+NODE_NAME_LABEL = "kubevirt.io/nodeName"
+TARGET_NODE_LABEL = "kubevirt.io/migrationTargetNodeName"
+ABORTED = "Live migration has been aborted"
+# migration-proxy.go: LibvirtDirectMigrationPort; the proxy's own listening ports are random
+DIRECT_MIGRATION_PORT = 49152
+
+
+def state(vmi):
+    return (vmi.get("status") or {}).get("migrationState") or {}
+
+
+def finished(ms):
+    return bool(ms.get("completed") or ms.get("failed"))
+
+
+def next_step(vmi, release: Release, transfer_done, fail_reason):
+    """The handler step due now, as (node role, step name), or None.
+
+    transfer_done: the (simulated) memory transfer of this migration has ended;
+    fail_reason: it ended in failure, with this reason (None: success).
+    """
+    ms = state(vmi)
+    if not ms.get("migrationUid") or not ms.get("targetNode"):
+        return None
+    labels = (vmi.get("metadata") or {}).get("labels") or {}
+    if finished(ms):
+        if release.target_takes_ownership and TARGET_NODE_LABEL in labels and ms.get("endTimestamp"):
+            return ("target", "cleanup")                                        # T6
+        return None
+    if not ms.get("targetNodeAddress"):
+        return ("target", "listen")                                             # T1
+    if ms.get("abortRequested") and ms.get("startTimestamp"):
+        if release.source_completes_failure or ms.get("abortStatus") == "Aborting":
+            return ("source", "aborted")
+        return ("source", "aborting")                                           # 1.6/1.5 write Aborting first
+    if not ms.get("startTimestamp"):
+        return ("source", "start")                                              # S1
+    if not transfer_done:
+        return None
+    if fail_reason:
+        return ("source", "fail")
+    if not ms.get("targetNodeDomainReadyTimestamp"):
+        return ("target", "domain-ready")                                       # T2-T4 (1.5: T2, T3)
+    if not release.target_takes_ownership:
+        return ("source", "hand-over")                                          # 1.5: the source moves nodeName
+    return ("target", "complete")                                               # T5
+
+
+def _listen_ports(uid):
+    digest = int(hashlib.sha256(uid.encode()).hexdigest()[:8], 16)
+    return {str(30000 + digest % 20000): 0, str(30000 + (digest // 20000) % 20000 + 1): DIRECT_MIGRATION_PORT}
+
+
+def apply_step(vmi, step, release: Release, target_ip=None, fail_reason=None, now=None):
+    """The VMI after one handler step (a deep copy)."""
+    new = copy.deepcopy(vmi)
+    st = new.setdefault("status", {})
+    ms = st.setdefault("migrationState", {})
+    labels = new.setdefault("metadata", {}).setdefault("labels", {})
+    stamp = now_iso(now)
+    if step == "listen":
+        ms["targetNodeAddress"] = target_ip
+        ms["targetDirectMigrationNodePorts"] = _listen_ports(ms["migrationUid"])
+    elif step == "start":
+        ms["startTimestamp"] = stamp
+        ms["mode"] = "PreCopy"
+    elif step in ("fail", "aborted"):
+        ms["failed"] = True
+        ms["endTimestamp"] = stamp
+        ms["failureReason"] = ABORTED if step == "aborted" else fail_reason
+        if step == "aborted":
+            ms["abortStatus"] = "Succeeded"
+        if release.source_completes_failure:
+            ms["completed"] = True
+    elif step == "aborting":
+        ms["abortStatus"] = "Aborting"
+    elif step == "domain-ready":
+        ms["targetNodeDomainDetected"] = True
+        ms["targetNodeDomainReadyTimestamp"] = stamp
+        st["conditions"] = [c for c in st.get("conditions") or [] if c.get("type") != "MigrationRequired"]
+        if release.target_takes_ownership:
+            _take_ownership(new, ms["targetNode"], stamp)
+    elif step == "hand-over":
+        _take_ownership(new, ms["targetNode"], stamp)
+        ms["completed"] = True
+    elif step == "complete":
+        ms["completed"] = True
+        st["conditions"] = [c for c in st.get("conditions") or []
+                            if c.get("type") not in ("HotVCPUChange", "HotMemoryChange")]
+    elif step == "cleanup":
+        labels.pop(TARGET_NODE_LABEL, None)
+    else:
+        raise ValueError(step)
+    return new
+
+
+def _take_ownership(vmi, target, stamp):
+    """ackMigrationCompletion (1.6+, target) / migrationSourceUpdateVMIStatus (1.5, source)."""
+    st, ms = vmi["status"], vmi["status"]["migrationState"]
+    ms["endTimestamp"] = ms.get("endTimestamp") or stamp
+    vmi["metadata"]["labels"][NODE_NAME_LABEL] = target
+    vmi["metadata"]["labels"].pop("kubevirt.io/outdatedLauncherImage", None)
+    (vmi["metadata"].get("annotations") or {}).pop("kubevirt.io/eviction-source", None)
+    st["nodeName"] = target
+    st["launcherContainerImageVersion"] = ""
+    st["evacuationNodeName"] = ""
+    st["migrationTransport"] = "Unix"

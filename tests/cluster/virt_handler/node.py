@@ -1,0 +1,120 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What virt-handler puts on its Node: device-plugin resources, the node labeller's labels, the heartbeat.
+
+Pure functions over plain dicts; agent.py sends them. Each follows the virt-handler code named
+(KubeVirt v1.9.0 unless another release is named; differences by release are parameters).
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import yaml
+
+from .versions import Release
+
+CPUS = yaml.safe_load((Path(__file__).resolve().parent / "cpus.yaml").read_text())
+CPU_ANNOTATION = "vmsched.kubevirt.io/cpu"     # set at registration (cluster.py): the fake node's processor
+
+# pkg/virt-handler/device-manager/device_controller.go PermanentHostDevicePlugins: always-on plugins,
+# each advertising --max-devices (cmd/virt-handler/virt-handler.go maxDevices = 1000) healthy devices.
+# The kubelet turns them into capacity and allocatable; the quantity 1000 serializes as "1k".
+PERMANENT_DEVICES = ("kvm", "tun", "vhost-net")
+MAX_DEVICES = "1k"
+
+# pkg/virt-handler/node-labeller/util/util.go DefaultObsoleteCPUModels (used while the KubeVirt CR sets none)
+DEFAULT_OBSOLETE_CPU_MODELS = frozenset(
+    m + suffix for m in ("486", "pentium", "pentium2", "pentium3", "pentiumpro", "coreduo", "n270", "core2duo",
+                         "Conroe", "athlon", "phenom", "qemu64", "qemu32", "kvm64", "kvm32", "Opteron_G1",
+                         "Opteron_G2") for suffix in ("", "-v1"))
+
+# node_labeller.go nodeLabellerLabels: prefixes removed before the labeller adds its labels again.
+LABELLER_PREFIXES = ("cpu-feature.node.kubevirt.io/", "cpu-model.node.kubevirt.io/",
+                     "cpu-model-migration.node.kubevirt.io/", "cpu-timer.node.kubevirt.io/",
+                     "hyperv.node.kubevirt.io/", "kubevirt.io/realtime", "kubevirt.io/sev",
+                     "host-model-cpu.node.kubevirt.io/", "host-model-required-features.node.kubevirt.io/",
+                     "node-labeller.kubevirt.io/obsolete-host-model", "machine-type.node.kubevirt.io/")
+# kvm-caps-info-plugin_amd64.go CapsDesc: the Hyper-V enlightenments KVM reports on these hosts.
+HYPERV_FEATURES = ("base", "time", "vpindex", "tlbflush", "ipi", "synic", "synic2", "frequencies", "reset",
+                   "runtime", "synictimer", "reenlightenment")
+
+SCHEDULABLE_LABEL = "kubevirt.io/schedulable"
+HEARTBEAT_ANNOTATION = "kubevirt.io/heartbeat"
+
+
+def cpu_of(node):
+    name = ((node.get("metadata") or {}).get("annotations") or {}).get(CPU_ANNOTATION)
+    if name not in CPUS:
+        raise ValueError(f"node {node['metadata']['name']}: annotation {CPU_ANNOTATION}={name!r} names no "
+                         f"processor of cpus.yaml ({', '.join(sorted(CPUS))})")
+    return CPUS[name]
+
+
+def device_resources(node):
+    """The kubelet's view after virt-handler's permanent device plugins registered: status.capacity and
+    allocatable with devices.kubevirt.io/<name>. None when the node already has them."""
+    status = node.get("status") or {}
+    patch = {}
+    for field in ("capacity", "allocatable"):
+        have = status.get(field) or {}
+        want = {f"devices.kubevirt.io/{d}": MAX_DEVICES for d in PERMANENT_DEVICES}
+        if any(have.get(k) != v for k, v in want.items()):
+            patch[field] = dict(have, **want)
+    return {"status": patch} if patch else None
+
+
+def labeller_labels(cpu, release: Release, obsolete=None):
+    """node_labeller.go prepareLabels: KubeVirt's CPU, machine and timer labels for a host."""
+    obsolete = DEFAULT_OBSOLETE_CPU_MODELS if not obsolete else frozenset(obsolete)
+    usable = [m for m in cpu["usable_models"] if m not in obsolete]
+    if release.known_models_for_migration:
+        # 1.6+: every model libvirt knows (usable yes or no) may be a migration target's model (knownModels)
+        known = usable + [m for m in cpu["unusable_models"] if m not in obsolete]
+    else:
+        # 1.5: the usable models plus the host model when it is not obsolete
+        known = usable + ([cpu["host_model"]] if cpu["host_model"] not in obsolete else [])
+    labels = {}
+    labels.update({f"cpu-feature.node.kubevirt.io/{f}": "true" for f in cpu["features"]})
+    labels.update({f"cpu-model.node.kubevirt.io/{m}": "true" for m in usable})
+    labels.update({f"cpu-model-migration.node.kubevirt.io/{m}": "true" for m in known})
+    labels[f"host-model-cpu.node.kubevirt.io/{cpu['host_model']}"] = "true"
+    labels.update({f"host-model-required-features.node.kubevirt.io/{f}": "true" for f in cpu["required_features"]})
+    labels[f"cpu-vendor.node.kubevirt.io/{cpu['vendor']}"] = "true"
+    labels.update({f"machine-type.node.kubevirt.io/{m}": "true" for m in cpu["machines"]})
+    labels.update({f"hyperv.node.kubevirt.io/{f}": "true" for f in HYPERV_FEATURES})
+    tsc = cpu.get("tsc_frequency")
+    if tsc:
+        labels["cpu-timer.node.kubevirt.io/tsc-frequency"] = str(tsc["hz"])
+        labels["cpu-timer.node.kubevirt.io/tsc-scalable"] = "true" if tsc.get("scaling") == "yes" else "false"
+    if cpu["host_model"] in obsolete:
+        labels["node-labeller.kubevirt.io/obsolete-host-model"] = "true"
+    return labels
+
+
+def relabelled(current, wanted):
+    """removeLabellerLabels then addLabellerLabels: the node's labels with the labeller's replaced."""
+    kept = {k: v for k, v in (current or {}).items() if not k.startswith(LABELLER_PREFIXES)}
+    kept.update(wanted)
+    return kept
+
+
+def labeller_patch(current, wanted):
+    """node_labeller.go patchNode: a JSON patch (test, then replace /metadata/labels), or None when unchanged."""
+    new = relabelled(current, wanted)
+    if new == (current or {}):
+        return None
+    return [{"op": "test", "path": "/metadata/labels", "value": current or {}},
+            {"op": "replace", "path": "/metadata/labels", "value": new}]
+
+
+def heartbeat_patch(release: Release, schedulable=True, now=None):
+    """heartbeat.go do(): a strategic merge patch of the schedulable and cpumanager labels and the heartbeat."""
+    labels = {SCHEDULABLE_LABEL: "true" if schedulable else "false"}
+    labels.update({key: "false" for key in release.cpumanager_labels})
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+    return {"metadata": {"labels": labels, "annotations": {HEARTBEAT_ANNOTATION: stamp}}}
+
+
+def unschedulable_patch():
+    """cmd/virt-handler markNodeAsUnschedulable: at start (before anything else) and on SIGTERM."""
+    return {"metadata": {"labels": {SCHEDULABLE_LABEL: "false"}}}

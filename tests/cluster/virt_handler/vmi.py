@@ -1,0 +1,253 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What virt-handler writes into a VMI's status on the node that runs it.
+
+Pure functions over the VMI as the API's JSON; agent.py sends the result with a PUT, as
+virt-handler does (its ClusterRole has update but not patch on VMIs; the VMI has no status
+subresource). KubeVirt v1.9.0's code is named; differences by release come from versions.Release.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import time
+
+from .versions import Release
+
+LIVE_MIGRATABLE = "LiveMigratable"
+STORAGE_LIVE_MIGRATABLE = "StorageLiveMigratable"
+ALLOW_BRIDGE_ANNOTATION = "kubevirt.io/allow-pod-bridge-network-live-migration"
+FINAL_PHASES = ("Succeeded", "Failed")
+
+
+def now_iso(now=None):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+
+
+def spec(vmi):
+    return vmi.get("spec") or {}
+
+
+def status(vmi):
+    return vmi.get("status") or {}
+
+
+def devices(vmi):
+    return ((spec(vmi).get("domain") or {}).get("devices")) or {}
+
+
+def is_final(vmi):
+    return status(vmi).get("phase") in FINAL_PHASES
+
+
+# --- LiveMigratable and StorageLiveMigratable ------------------------------------------------------------
+
+
+def interface_error(vmi, release: Release):
+    """pkg/network/vmispec/interface.go VerifyVMIMigratable."""
+    interfaces = devices(vmi).get("interfaces") or []
+    if not interfaces:
+        return None
+    pod_network = next((n for n in spec(vmi).get("networks") or [] if "pod" in n), None)
+    if pod_network is None:
+        return None
+    primary = next((i for i in interfaces if i.get("name") == pod_network.get("name")), None)
+    if primary is None:
+        if release.version == "v1.9":
+            return f"no primary interface found for network {pod_network.get('name')}"
+        return None  # 1.6/1.5 IsPodNetworkWithMasqueradeBindingInterface: a missing interface counts as migratable
+    if "masquerade" in primary or ("passtBinding" in primary and release.version == "v1.9"):
+        return None
+    if "bridge" in primary and ALLOW_BRIDGE_ANNOTATION in ((vmi.get("metadata") or {}).get("annotations") or {}):
+        return None
+    return release.interface_not_migratable
+
+
+def host_model_error(vmi, host_cpu_model):
+    """vm.go isHostModelMigratable: a host-model VMI on a node whose labeller found no host model."""
+    cpu = (spec(vmi).get("domain") or {}).get("cpu") or {}
+    if cpu.get("model") == "host-model" and not host_cpu_model:
+        return f'the node "{status(vmi).get("nodeName")}" does not allow migration with host-model'
+    return None
+
+
+def host_device_error(vmi, release: Release):
+    """vmiContainsNonMigratablePCIHostDevices (1.9) / vmiContainsPCIHostDevice (1.6, 1.5); no GPU is permitted here."""
+    host_devices, gpus = devices(vmi).get("hostDevices") or [], devices(vmi).get("gpus") or []
+    if not release.host_device_messages:
+        return "VMI uses a PCI host devices" if host_devices or gpus else None
+    if host_devices:
+        return "VMI specifies non-migratable generic PCI host device"
+    if len(gpus) > 1:
+        return "VMI specifies too many GPUs"
+    if gpus:
+        return "VMI specifies a GPU but feature gate VGPULiveMigration is not enabled"
+    return None
+
+
+def volume_error(vmi):
+    """vm.go checkVolumesForMigration: (block migration?, error) from the volumes and their PVCs' access modes."""
+    statuses = {v.get("name"): v for v in status(vmi).get("volumeStatus") or []}
+    block = bool(status(vmi).get("migratedVolumes"))
+    read_only = {d.get("name") for d in devices(vmi).get("disks") or []
+                 if "cdrom" in d and (d["cdrom"] or {}).get("readonly", True)}
+    for volume in spec(vmi).get("volumes") or []:
+        claim = (volume.get("persistentVolumeClaim") or {}).get("claimName") or \
+            (volume.get("dataVolume") or {}).get("name")
+        if claim:
+            info = (statuses.get(volume.get("name")) or {}).get("persistentVolumeClaimInfo")
+            if info is None:
+                return True, (f"cannot migrate VMI: Unable to determine if PVC {claim} is shared, live migration "
+                              "requires that all PVCs must be shared (using ReadWriteMany access mode)")
+            if "ReadWriteMany" not in (info.get("accessModes") or []):
+                return True, (f"cannot migrate VMI: PVC {claim} is not shared, live migration requires that all "
+                              "PVCs must be shared (using ReadWriteMany access mode)")
+        elif "hostDisk" in volume:
+            if not (volume["hostDisk"] or {}).get("shared"):
+                return True, "cannot migrate VMI with non-shared HostDisk"
+        elif volume.get("name") not in read_only:
+            block = True   # containerDisk, cloudInit, emptyDisk...: copied by a block migration
+    return block, None
+
+
+def sev_error(vmi):
+    security = ((spec(vmi).get("domain") or {}).get("launchSecurity")) or {}
+    return "VMI uses SEV" if "sev" in security or "snp" in security else None
+
+
+def live_migration_condition(vmi, release: Release, host_cpu_model):
+    """vm.go calculateLiveMigrationCondition: (condition, is block migration). The first failing check wins."""
+    block, disks = volume_error(vmi)
+    checks = [("InterfaceNotLiveMigratable", interface_error(vmi, release)),
+              ("CPUModeLiveMigratable", host_model_error(vmi, host_cpu_model)),
+              ("HostDeviceNotLiveMigratable", host_device_error(vmi, release)),
+              ("SEVNotLiveMigratable", sev_error(vmi)),
+              ("DisksNotLiveMigratable", disks)]
+    if release.volumes_checked_first:
+        checks.insert(0, checks.pop())
+    for reason, message in checks:
+        if message:
+            return {"type": LIVE_MIGRATABLE, "status": "False", "reason": reason, "message": message,
+                    "lastProbeTime": None, "lastTransitionTime": None}, block
+    return {"type": LIVE_MIGRATABLE, "status": "True", "lastProbeTime": None, "lastTransitionTime": None}, block
+
+
+def storage_live_migration_condition(vmi, release: Release, host_cpu_model):
+    """vm.go calculateLiveStorageMigrationCondition: every failing check but the volumes, joined."""
+    found = [(reason, message) for reason, message in (
+        ("InterfaceNotLiveMigratable", interface_error(vmi, release)),
+        ("CPUModeLiveMigratable", host_model_error(vmi, host_cpu_model)),
+        ("HostDeviceNotLiveMigratable", host_device_error(vmi, release)),
+        ("SEVNotLiveMigratable", sev_error(vmi))) if message]
+    if not found:
+        return {"type": STORAGE_LIVE_MIGRATABLE, "status": "True", "lastProbeTime": None, "lastTransitionTime": None}
+    return {"type": STORAGE_LIVE_MIGRATABLE, "status": "False", "reason": "NotMigratable",
+            "message": ", ".join(f"{r}: {m}" for r, m in found), "lastProbeTime": None, "lastTransitionTime": None}
+
+
+def with_migration_conditions(conditions, live, storage):
+    """updateLiveMigrationConditions: LiveMigratable removed and appended when it differs;
+    StorageLiveMigratable updated in place (UpdateCondition)."""
+    out = [c for c in conditions or []]
+    current = next((c for c in out if c.get("type") == LIVE_MIGRATABLE), None)
+    if current is None or _without_times(current) != _without_times(live):
+        out = [c for c in out if c.get("type") != LIVE_MIGRATABLE] + [live]
+    for i, cond in enumerate(out):
+        if cond.get("type") == STORAGE_LIVE_MIGRATABLE:
+            if _without_times(cond) != _without_times(storage):
+                out[i] = storage
+            break
+    else:
+        out.append(storage)
+    return out
+
+
+def _without_times(cond):
+    return {k: v for k, v in cond.items() if k not in ("lastProbeTime", "lastTransitionTime") and v not in (None, "")}
+
+
+# --- the status on the node ----------------------------------------------------------------------------------
+
+
+def mac_address(vmi, interface):
+    """libvirt gives an interface without macAddress a random 52:54:00 address; here it is derived from the uid."""
+    if interface.get("macAddress"):
+        return interface["macAddress"]
+    digest = hashlib.sha256(f"{vmi['metadata'].get('uid')}/{interface.get('name')}".encode()).hexdigest()
+    return "52:54:00:%s:%s:%s" % (digest[0:2], digest[2:4], digest[4:6])
+
+
+def interfaces_status(vmi, pod_ip):
+    """netstat.go UpdateStatus, without a guest agent: one entry per interface, pod network first, with the pod's IP."""
+    pod_networks = {n.get("name") for n in spec(vmi).get("networks") or [] if "pod" in n}
+    previous = {i.get("name"): i for i in status(vmi).get("interfaces") or []}
+    entries = []
+    for interface in devices(vmi).get("interfaces") or []:
+        name = interface.get("name")
+        entry = {"name": name, "mac": mac_address(vmi, interface), "infoSource": "domain", "queueCount": 1,
+                 "linkState": "up"}
+        if previous.get(name, {}).get("podInterfaceName"):
+            entry["podInterfaceName"] = previous[name]["podInterfaceName"]
+        if name in pod_networks and pod_ip:
+            entry.update(ipAddress=pod_ip, ipAddresses=[pod_ip])
+        entries.append(entry)
+    entries.sort(key=lambda e: e["name"] not in pod_networks)
+    return entries
+
+
+def machine_type(vmi, machines):
+    """updateMachineType: the domain's machine, i.e. libvirt's canonical name for the spec's (q35 -> pc-q35-...)."""
+    wanted = (((spec(vmi).get("domain") or {}).get("machine")) or {}).get("type") or "q35"
+    if wanted == "q35":
+        return next((m for m in machines if m.startswith("pc-q35-")), wanted)
+    return wanted
+
+
+def disk_targets(vmi):
+    """updateVolumeStatusesFromDomain: each disk's target device in the domain (vda, vdb, ... sda, ...)."""
+    counters, targets = {"vd": 0, "sd": 0}, {}
+    for disk in devices(vmi).get("disks") or []:
+        kind = next((k for k in ("disk", "cdrom", "lun") if k in disk), "disk")
+        bus = (disk.get(kind) or {}).get("bus") or ("sata" if kind == "cdrom" else "virtio")
+        prefix = "vd" if bus == "virtio" else "sd"
+        targets[disk.get("name")] = prefix + chr(ord("a") + counters[prefix])
+        counters[prefix] += 1
+    return targets
+
+
+def node_status(vmi, release: Release, host_cpu, pod_ip, now=None):
+    """The status virt-handler keeps on a VMI it runs (updateVMIStatus): Running, with what the domain reports."""
+    new = copy.deepcopy(vmi)
+    st = new.setdefault("status", {})
+    if st.get("phase") != "Running":
+        st["phase"] = "Running"
+        stamps = st.setdefault("phaseTransitionTimestamps", [])
+        if not any(s.get("phase") == "Running" for s in stamps):
+            stamps.append({"phase": "Running", "phaseTransitionTimestamp": now_iso(now)})
+    st["selinuxContext"] = st.get("selinuxContext") or "none"     # updateSELinuxContext: no SELinux here
+    live, block = live_migration_condition(new, release, host_cpu.get("host_model"))
+    st["migrationMethod"] = "BlockMigration" if block else "LiveMigration"
+    st["conditions"] = with_migration_conditions(st.get("conditions"), live,
+                                                 storage_live_migration_condition(new, release,
+                                                                                  host_cpu.get("host_model")))
+    st["interfaces"] = interfaces_status(new, pod_ip)
+    st["machine"] = {"type": machine_type(new, host_cpu.get("machines") or [])}
+    memory = st.get("memory")
+    if memory and memory.get("guestAtBoot") and not memory.get("guestCurrent"):
+        memory["guestCurrent"] = memory["guestAtBoot"]
+    targets = disk_targets(new)
+    for volume in st.get("volumeStatus") or []:
+        if volume.get("name") in targets:
+            volume["target"] = targets[volume["name"]]
+    return new
+
+
+def shut_down(vmi, now=None):
+    """A guest shut down on deletion (helperVmShutdown, then calculateVmPhaseForStatusReason: Shutoff/Shutdown
+    -> Succeeded)."""
+    new = copy.deepcopy(vmi)
+    st = new.setdefault("status", {})
+    st["phase"] = "Succeeded"
+    stamps = st.setdefault("phaseTransitionTimestamps", [])
+    if not any(s.get("phase") == "Succeeded" for s in stamps):
+        stamps.append({"phase": "Succeeded", "phaseTransitionTimestamp": now_iso(now)})
+    return new
