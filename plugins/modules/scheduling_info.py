@@ -234,7 +234,7 @@ from ansible_collections.kubernetes.core.plugins.module_utils.args_common import
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
 
-from ansible_collections.vmsched.kubevirt.plugins.module_utils import placement
+from ansible_collections.vmsched.kubevirt.plugins.module_utils import node_fit
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
     FINAL_PHASES,
     GROUP,
@@ -353,7 +353,7 @@ def summarize_schedulers(pods, vmis, deployments):
         return table.setdefault(name, {"name": name, "default": name == DEFAULT_SCHEDULER, "pods": 0, "vmis": 0,
                                        "deployments": []})
     for pod in pods or []:
-        if not placement.pod_is_terminal(pod):
+        if not node_fit.pod_is_terminal(pod):
             entry(scheduler_of(pod))["pods"] += 1
     for vmi in active_vmis(vmis):
         entry(scheduler_of(vmi))["vmis"] += 1
@@ -365,7 +365,7 @@ def summarize_schedulers(pods, vmis, deployments):
 
 
 def summarize_nodes(nodes, pods, vmis, images):
-    usage = placement.node_usage(pods)
+    usage = node_fit.node_usage(pods)
     counts = {}
     for vmi in active_vmis(vmis):
         node = _status(vmi).get("nodeName")
@@ -380,9 +380,9 @@ def summarize_nodes(nodes, pods, vmis, images):
             "name": name,
             "vmi_count": counts.get(name, 0),
             "cpu_requested": round(used.get("cpu", 0.0), 3),
-            "cpu_allocatable": round(placement.parse_quantity(allocatable.get("cpu", 0)), 3),
+            "cpu_allocatable": round(node_fit.parse_quantity(allocatable.get("cpu", 0)), 3),
             "memory_requested": int(round(used.get("memory", 0.0))),
-            "memory_allocatable": int(round(placement.parse_quantity(allocatable.get("memory", 0)))),
+            "memory_allocatable": int(round(node_fit.parse_quantity(allocatable.get("memory", 0)))),
             "taints": _spec(node).get("taints") or [],
             "unschedulable": bool(_spec(node).get("unschedulable")),
             "lists_virt_launcher_image": node_lists_image(node, images),
@@ -488,7 +488,7 @@ def main():
     module = AnsibleK8SModule(argument_spec=copy.deepcopy(AUTH_ARG_SPEC), supports_check_mode=True)
     try:
         result, warnings = collect(SnapshotReader(module_api_client(module, USER_AGENT)))
-    except (ApiException, KubeVirtError, CoreException, placement.QuantityError) as exc:
+    except (ApiException, KubeVirtError, CoreException, node_fit.QuantityError) as exc:
         module.fail_json(msg=error_message(exc))
     for warning in warnings:
         module.warn(warning)

@@ -298,7 +298,7 @@ from ansible_collections.kubernetes.core.plugins.module_utils.args_common import
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
 
-from ansible_collections.vmsched.kubevirt.plugins.module_utils import placement
+from ansible_collections.vmsched.kubevirt.plugins.module_utils import node_fit
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
     ApiException,
     KubeVirtError,
@@ -373,13 +373,13 @@ class Evacuation:
 
     def selector(self):
         selector = dict((k, str(v)) for k, v in (self.p["added_node_selector"] or {}).items())
-        if self.p["target_nodes"] and placement.HOSTNAME_LABEL in selector:
-            self.fail("target_nodes and %s in added_node_selector exclude each other" % placement.HOSTNAME_LABEL)
+        if self.p["target_nodes"] and node_fit.HOSTNAME_LABEL in selector:
+            self.fail("target_nodes and %s in added_node_selector exclude each other" % node_fit.HOSTNAME_LABEL)
         return selector
 
     def node_labels(self, name):
         for node in self.nodes or []:
-            if placement.node_name(node) == name:
+            if node_fit.node_name(node) == name:
                 return (node.get("metadata") or {}).get("labels") or {}
         return None
 
@@ -391,7 +391,7 @@ class Evacuation:
         labels = self.node_labels(source)
         if labels is None:
             return not selector
-        return placement.matches_selector(labels, selector)
+        return node_fit.matches_selector(labels, selector)
 
     # --- reading ----------------------------------------------------------------------------------------
 
@@ -447,7 +447,7 @@ class Evacuation:
                 raise KubeVirtError("not live-migratable: %s: %s"
                                     % (migratable.get("reason"), migratable.get("message")))
             raise KubeVirtError("no LiveMigratable condition yet")
-        conflicts = placement.selector_conflicts((vmi.get("spec") or {}).get("nodeSelector"), selector)
+        conflicts = node_fit.selector_conflicts((vmi.get("spec") or {}).get("nodeSelector"), selector)
         if conflicts:
             raise KubeVirtError("the VMI's own nodeSelector sets %s; KubeVirt would ignore the requested %s"
                                 % (", ".join("%s=%s" % (k, v[0]) for k, v in sorted(conflicts.items())),
@@ -455,7 +455,7 @@ class Evacuation:
         wanted = dict(selector)
         if self.nodes is None:
             if self.p["target_nodes"]:
-                wanted[placement.HOSTNAME_LABEL] = self.least_assigned(self.p["target_nodes"])
+                wanted[node_fit.HOSTNAME_LABEL] = self.least_assigned(self.p["target_nodes"])
             entry["added_node_selector"] = wanted
             return entry
         scheduling = launcher_scheduling(vmi, self.caps.node_selectors)
@@ -465,20 +465,20 @@ class Evacuation:
                 "kubevirt.io/created-by") == meta.get("uid") and (p.get("spec") or {}).get("nodeName") ==
                 (vmi.get("status") or {}).get("nodeName")]
             if pods:
-                requests = placement.pod_requests(pods[0])
-        results = placement.evaluate_nodes(self.nodes, scheduling, selector, (vmi.get("status") or {}).get("nodeName"),
+                requests = node_fit.pod_requests(pods[0])
+        results = node_fit.evaluate_nodes(self.nodes, scheduling, selector, (vmi.get("status") or {}).get("nodeName"),
                                            requests, self.pods if requests is not None else None)
-        fits = placement.candidates(results)
+        fits = node_fit.candidates(results)
         if self.p["target_nodes"]:
             fits = [n for n in fits if n in self.p["target_nodes"]]
         entry["candidates"] = fits
         if not fits:
             if self.p["target_nodes"]:
                 results = [r for r in results if r["name"] in self.p["target_nodes"]] or results
-            nearest = placement.explain_rejections(results) or "none of target_nodes exists"
+            nearest = node_fit.explain_rejections(results) or "none of target_nodes exists"
             raise KubeVirtError("no node can take it. Nearest nodes: %s" % nearest)
         if self.p["target_nodes"]:
-            wanted[placement.HOSTNAME_LABEL] = self.least_assigned(fits)
+            wanted[node_fit.HOSTNAME_LABEL] = self.least_assigned(fits)
         entry["added_node_selector"] = wanted
         return entry
 

@@ -296,7 +296,7 @@ from ansible_collections.kubernetes.core.plugins.module_utils.args_common import
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
 
-from ansible_collections.vmsched.kubevirt.plugins.module_utils import placement
+from ansible_collections.vmsched.kubevirt.plugins.module_utils import node_fit
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
     GROUP,
     VERSION,
@@ -396,11 +396,11 @@ class Migration:
         selector = dict((k, str(v)) for k, v in (self.p["added_node_selector"] or {}).items())
         target = self.p["target_node"]
         if target:
-            have = selector.get(placement.HOSTNAME_LABEL)
+            have = selector.get(node_fit.HOSTNAME_LABEL)
             if have is not None and have != target:
                 self.fail("target_node=%s conflicts with %s=%s in added_node_selector"
-                          % (target, placement.HOSTNAME_LABEL, have))
-            selector[placement.HOSTNAME_LABEL] = target
+                          % (target, node_fit.HOSTNAME_LABEL, have))
+            selector[node_fit.HOSTNAME_LABEL] = target
         return selector
 
     def read_vmi(self):
@@ -502,16 +502,16 @@ class Migration:
         source = self.result["source_node"]
         if not source:
             return False
-        if set(selector) == {placement.HOSTNAME_LABEL}:
+        if set(selector) == {node_fit.HOSTNAME_LABEL}:
             # Node names are hostnames on every distribution this targets; confirm with the label if we can.
             try:
                 node = self.reader.node(source)
             except ApiException as exc:
                 if exc.status in (401, 403):
-                    return selector[placement.HOSTNAME_LABEL] == source
+                    return selector[node_fit.HOSTNAME_LABEL] == source
                 raise
             labels = ((node or {}).get("metadata") or {}).get("labels") or {}
-            return placement.matches_selector(labels, selector)
+            return node_fit.matches_selector(labels, selector)
         try:
             node = self.reader.node(source)
         except ApiException as exc:
@@ -520,7 +520,7 @@ class Migration:
                           % (source, api_error_message(exc)))
                 return False
             raise
-        return placement.matches_selector(((node or {}).get("metadata") or {}).get("labels"), selector)
+        return node_fit.matches_selector(((node or {}).get("metadata") or {}).get("labels"), selector)
 
     def resolve_strategy(self, selector):
         wanted = self.p["strategy"]
@@ -548,7 +548,7 @@ class Migration:
 
     def preflight_nodes(self, vmi, selector):
         spec = vmi.get("spec") or {}
-        conflicts = placement.selector_conflicts(spec.get("nodeSelector"), selector)
+        conflicts = node_fit.selector_conflicts(spec.get("nodeSelector"), selector)
         if conflicts:
             self.fail("the VMI's own nodeSelector sets %s; KubeVirt keeps the VMI's value on a key collision, so "
                       "the requested %s would be ignored"
@@ -576,14 +576,14 @@ class Migration:
             self.warn("cannot list pods (%s): free resources are not checked" % api_error_message(exc))
         scheduling = launcher_scheduling(vmi, self.caps.node_selectors if self.caps else None)
         if source_pod is not None and pods is not None:
-            requests = placement.pod_requests(source_pod)
-        results = placement.evaluate_nodes(nodes, scheduling, selector, self.result["source_node"], requests, pods)
-        self.result["candidates"] = placement.candidates(results)
+            requests = node_fit.pod_requests(source_pod)
+        results = node_fit.evaluate_nodes(nodes, scheduling, selector, self.result["source_node"], requests, pods)
+        self.result["candidates"] = node_fit.candidates(results)
         self.result["rejected"] = [{"name": r["name"], "reasons": r["reasons"]} for r in results if not r["fits"]]
         self.result["node_checks"] = "done" if requests is not None else "done without the resource check"
         if not self.result["candidates"]:
             self.fail("no node can take VirtualMachineInstance %s/%s with selector %s. Nearest nodes: %s"
-                      % (self.ns, self.name, selector or "{}", placement.explain_rejections(results)))
+                      % (self.ns, self.name, selector or "{}", node_fit.explain_rejections(results)))
 
     # --- writing ----------------------------------------------------------------------------------------
 

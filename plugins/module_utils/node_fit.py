@@ -1,6 +1,8 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Which nodes could take a VMI: pure functions over API objects as plain dicts.
+"""Node fitting: which nodes could take a VMI's (migration target) launcher pod, as kube-scheduler decides it.
+
+Pure functions over API objects as plain dicts.
 
 Private to this collection (no stability promise to other collections).
 
@@ -20,7 +22,6 @@ __metaclass__ = type
 import re
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
-SCHEDULABLE_LABEL = "kubevirt.io/schedulable"
 CORDON_TAINT = "node.kubernetes.io/unschedulable"
 
 _SUFFIXES = {
