@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for the planning parts of plugins/modules/vm_placement.py."""
+"""Unit tests for the planning parts of plugins/module_utils/vm_placement.py."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from ansible_collections.vmsched.kubevirt.plugins.modules import vm_placement as vp
+from ansible_collections.vmsched.kubevirt.plugins.module_utils import vm_placement as vp
 
 
 def params(**overrides):
