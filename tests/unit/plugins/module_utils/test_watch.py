@@ -124,3 +124,35 @@ def test_other_api_errors_propagate():
     w = watcher(FakeCustom([vmim(10, "Running")]), [[ApiException(status=403)]], log)
     with pytest.raises(ApiException):
         w.wait(3)
+
+
+# --- the retry policy -----------------------------------------------------------------------------------------
+
+
+def test_backoff_doubles_to_five_seconds_is_capped_by_the_time_left_and_resets():
+    slept = []
+    backoff = m.Backoff(sleep=slept.append)
+    for _attempt in range(7):
+        backoff.pause()
+    backoff.pause(limit=1.5)
+    backoff.pause(limit=-3)
+    backoff.reset()
+    backoff.pause()
+    assert slept == [0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0, 1.5, 0, 0.2]
+
+
+@pytest.mark.parametrize("exc, transient", [
+    (ApiException(status=429), True), (ApiException(status=503), True), (ApiException(status=0), True),
+    (ApiException(status=None), True), (ApiException(status=403), False), (ApiException(status=410), False),
+    (ProtocolError("cut"), True), (ConnectionRefusedError("refused"), True), (ValueError("bad"), False),
+])
+def test_transient_errors(exc, transient):
+    assert m.is_transient(exc) is transient
+
+
+def test_the_batch_and_the_object_watcher_share_one_watch():
+    from ansible_collections.vmsched.kubevirt.plugins.module_utils.evacuation import MigrationBatch
+    batch = MigrationBatch(FakeCustom([vmim(1)]), "run=r1", 2, 2, timeout=60, namespace="ns")
+    assert isinstance(batch.watch, m.ResumableWatch) and batch.watch.selector == {"label_selector": "run=r1"}
+    watcher = m.ObjectWatcher(FakeCustom([vmim(1)]), "ns", "mig")
+    assert watcher.watch.selector == {"field_selector": "metadata.name=mig"}
