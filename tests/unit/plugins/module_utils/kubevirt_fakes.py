@@ -11,8 +11,10 @@ __metaclass__ = type
 import copy
 import json
 
+import pytest
 from kubernetes.client.rest import ApiException
 
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import KubeVirtError
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import VMIMS, VMIS, VMS, in_flight
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -64,8 +66,8 @@ def kubevirt_cr(version="v1.6.6", per_cluster=None, per_node=None, rollout=None)
             "status": {"observedKubeVirtVersion": version, "observedKubeVirtRegistry": "quay.io/kubevirt"}}
 
 
-def merge(obj, patch):
-    """RFC 7386, as the API server applies it."""
+def apply(obj, patch):
+    """RFC 7386 merge patch, as the API server applies it."""
     if not isinstance(patch, dict):
         return patch
     result = dict(obj) if isinstance(obj, dict) else {}
@@ -73,8 +75,18 @@ def merge(obj, patch):
         if value is None:
             result.pop(key, None)
         else:
-            result[key] = merge(result.get(key), value)
+            result[key] = apply(result.get(key), value)
     return result
+
+
+def vmim(rv, phase=None, name="mig"):
+    obj = {"metadata": {"name": name, "resourceVersion": str(rv), "creationTimestamp": "2025-01-01T00:00:00Z"},
+           "status": {}}
+    if phase:
+        obj["status"]["phase"] = phase
+        obj["status"]["phaseTransitionTimestamps"] = [
+            {"phase": phase, "phaseTransitionTimestamp": "2025-01-01T00:00:12Z"}]
+    return obj
 
 
 class FakeCluster:
@@ -234,7 +246,7 @@ class FakeCustom:
     def patch_namespaced_custom_object(self, group, version, namespace, plural, name, body, **kwargs):
         cluster = self.cluster
         cluster.writes.append(("patch", plural, name))
-        obj = merge(cluster.objects[(plural, namespace, name)], body)
+        obj = apply(cluster.objects[(plural, namespace, name)], body)
         if plural == VMS and (obj["spec"].get("template") or {}).get("spec", {}).get("nodeSelector") is not None:
             # vmRolloutStrategy LiveUpdate: the VMI follows the VM's nodeSelector.
             vmi_obj = cluster.objects.get((VMIS, namespace, name))
@@ -270,7 +282,7 @@ class FakeCore:
         self.cluster.writes.append(("patch", "nodes", name))
         for item in self.cluster._nodes:
             if item["metadata"]["name"] == name:
-                item.update(merge(item, body))
+                item.update(apply(item, body))
 
 
 class FakeWatch:
@@ -316,3 +328,24 @@ def wire(migrator, cluster):
         cluster.clock[0] += seconds
     migrator.sleep = sleep
     return migrator
+
+
+def engine_for(engine_class, fake, params, check_mode=False):
+    """An engine (Migration, Evacuation) over the fake cluster, its waits on the fake's clock."""
+    instance = engine_class(fake, params, check_mode=check_mode)
+    wire(instance.m, fake)
+    return instance
+
+
+def ran(engine_class, fake, params, check_mode=False):
+    instance = engine_for(engine_class, fake, params, check_mode)
+    instance.run()
+    return instance
+
+
+def failed(engine_class, fake, params, check_mode=False):
+    """(the engine, its error message) of a run that must fail."""
+    instance = engine_for(engine_class, fake, params, check_mode)
+    with pytest.raises(KubeVirtError) as info:
+        instance.run()
+    return instance, str(info.value)

@@ -7,13 +7,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import pytest
-
 from ansible_collections.vmsched.kubevirt.plugins.module_utils import evacuation as e
-from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import KubeVirtError
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import VMIMS
 
-from .kubevirt_fakes import FakeCluster, kubevirt_cr, launcher, node, vmi, wire
+from .kubevirt_fakes import FakeCluster, failed, kubevirt_cr, launcher, node, ran, vmi
 
 NODES = [node("n1", {"zone": "a"}), node("n2", {"zone": "b"}), node("n3", {"zone": "b"}), node("n4", {"zone": "c"})]
 
@@ -33,23 +30,12 @@ def cluster(vmis, **kwargs):
     return FakeCluster(vmis=vmis, **kwargs)
 
 
-def evacuation(fake, check_mode=False, **overrides):
-    engine = e.Evacuation(fake, params(**overrides), check_mode=check_mode)
-    wire(engine.m, fake)
-    return engine
-
-
 def run(fake, check_mode=False, **overrides):
-    engine = evacuation(fake, check_mode, **overrides)
-    engine.run()
-    return engine
+    return ran(e.Evacuation, fake, params(**overrides), check_mode)
 
 
 def failing(fake, check_mode=False, **overrides):
-    engine = evacuation(fake, check_mode, **overrides)
-    with pytest.raises(KubeVirtError) as info:
-        engine.run()
-    return engine, str(info.value)
+    return failed(e.Evacuation, fake, params(**overrides), check_mode)
 
 
 def on_n1(*names, **kwargs):

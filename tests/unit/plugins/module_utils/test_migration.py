@@ -12,22 +12,11 @@ import json
 import pytest
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils import migration as m
-from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import KubeVirtError
 
-from .kubevirt_fakes import FakeCluster, kubevirt_cr, launcher, node, vmi, wire
+from .kubevirt_fakes import FakeCluster, failed, kubevirt_cr, launcher, node, ran, vmi, vmim, wire
 
 NODES = [node("n1", {"zone": "a"}), node("n2", {"zone": "b"}), node("n3", {"zone": "b"}, cordoned=True),
          node("n4", {"zone": "c"}, taints=[{"key": "gpu", "value": "yes", "effect": "NoSchedule"}])]
-
-
-def vmim(rv, phase=None, name="mig"):
-    obj = {"metadata": {"name": name, "resourceVersion": str(rv), "creationTimestamp": "2025-01-01T00:00:00Z"},
-           "status": {}}
-    if phase:
-        obj["status"]["phase"] = phase
-        obj["status"]["phaseTransitionTimestamps"] = [
-            {"phase": phase, "phaseTransitionTimestamp": "2025-01-01T00:00:12Z"}]
-    return obj
 
 
 def params(**overrides):
@@ -47,23 +36,12 @@ def cluster(the_vmi=None, **kwargs):
     return FakeCluster(vmis=[the_vmi], **kwargs)
 
 
-def migration(fake, check_mode=False, **overrides):
-    engine = m.Migration(fake, params(**overrides), check_mode=check_mode)
-    wire(engine.m, fake)
-    return engine
-
-
 def run(fake, check_mode=False, **overrides):
-    engine = migration(fake, check_mode, **overrides)
-    engine.run()
-    return engine
+    return ran(m.Migration, fake, params(**overrides), check_mode)
 
 
 def failing(fake, check_mode=False, **overrides):
-    engine = migration(fake, check_mode, **overrides)
-    with pytest.raises(KubeVirtError) as info:
-        engine.run()
-    return engine, str(info.value)
+    return failed(m.Migration, fake, params(**overrides), check_mode)
 
 
 def in_flight_vmim(selector, annotate=True, name="theirs"):

@@ -13,6 +13,8 @@ import pytest
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils import vm_placement as vp
 
+from .kubevirt_fakes import apply
+
 
 def params(**overrides):
     base = dict(namespace="ns", all_namespaces=False, label_selectors=[], names=None, state="present",
@@ -26,19 +28,6 @@ def vm(spec=None, annotations=None, template_annotations=None):
     return {"metadata": {"name": "vm", "namespace": "ns", "resourceVersion": "7", "annotations": annotations or {}},
             "spec": {"template": {"metadata": {"annotations": template_annotations or {}},
                                   "spec": dict({"domain": {"devices": {}}}, **(spec or {}))}}}
-
-
-def apply(obj, patch):
-    """RFC 7386 merge patch, as the API server applies it."""
-    if not isinstance(patch, dict):
-        return patch
-    result = dict(obj) if isinstance(obj, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = apply(result.get(key), value)
-    return result
 
 
 def converge(obj, p):

@@ -12,15 +12,7 @@ from urllib3.exceptions import ProtocolError
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils import watch as m
 
-
-def vmim(rv, phase=None, name="mig"):
-    obj = {"metadata": {"name": name, "resourceVersion": str(rv), "creationTimestamp": "2025-01-01T00:00:00Z"},
-           "status": {}}
-    if phase:
-        obj["status"]["phase"] = phase
-        obj["status"]["phaseTransitionTimestamps"] = [
-            {"phase": phase, "phaseTransitionTimestamp": "2025-01-01T00:00:12Z"}]
-    return obj
+from .kubevirt_fakes import vmim
 
 
 class FakeCustom:
