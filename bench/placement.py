@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 COLLECTIONS = ROOT / ".build" / "collections"
 sys.path.insert(0, str(COLLECTIONS))
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import Capabilities  # noqa: E402
-from ansible_collections.vmsched.kubevirt.plugins.modules import scheduling_info  # noqa: E402
+from ansible_collections.vmsched.kubevirt.plugins.module_utils import scheduling_report  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 OUTPUT = ROOT / "bench" / "output"
@@ -80,7 +80,7 @@ def synthetic_report(vmis=5000, nodes=100):
         vmi_objs.append({"metadata": {"name": f"vm{i}", "namespace": "ns"}, "spec": {},
                          "status": {"phase": "Running", "nodeName": node}})
     started = time.monotonic()
-    scheduling_info.report("v1.36.3", Capabilities(version="v1.6.6"), node_objs, pods, vmi_objs, [], None, [])
+    scheduling_report.report("v1.36.3", Capabilities(version="v1.6.6"), node_objs, pods, vmi_objs, [], None, [])
     return time.monotonic() - started
 
 

@@ -8,8 +8,8 @@ server's minor would refuse at start-up fails before anything is written to the 
 The descheduler image per minor is in versions.py (descheduler v0.N for Kubernetes 1.N);
 this module only knows which policy fields and plugins each descheduler minor has.
 
-Standard-library Python (the KubeVirt defaults come from kubevirt.py, whose kubernetes
-import is optional). Private to this collection.
+Standard-library Python (KubeVirt's migration defaults come from the version table in
+versions.py). Private to this collection.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -21,12 +21,8 @@ import hashlib
 import json
 from collections.abc import Mapping
 
-# KubeVirt's migration parallelism defaults (kubevirt.py guards its kubernetes import).
-from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
-    DEFAULT_PARALLEL_OUTBOUND_PER_NODE,
-    DEFAULT_PARALLEL_PER_CLUSTER,
-)
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.versions import (
+    KUBEVIRT_MIGRATION_DEFAULTS,
     VersionError,
     descheduler_release,
     parse_kube_version,
@@ -105,12 +101,6 @@ def _minor(server_version):
     return parsed.minor
 
 
-def has_feature(server_version, feature):
-    first, last = FEATURES[feature]
-    minor = _minor(server_version)
-    return first <= minor and (last is None or minor <= last)
-
-
 def policy_hash(policy):
     text = json.dumps(policy, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:10]
@@ -152,9 +142,9 @@ def eviction_limits(kubevirt_crs=None, per_node=None, total=None):
     if cr_node or cr_total:
         source = "KubeVirt CR spec.configuration.migrations"
     if per_node is None:
-        per_node = int(cr_node or DEFAULT_PARALLEL_OUTBOUND_PER_NODE)
+        per_node = int(cr_node or KUBEVIRT_MIGRATION_DEFAULTS["parallelOutboundMigrationsPerNode"])
     if total is None:
-        total = int(cr_total or DEFAULT_PARALLEL_PER_CLUSTER)
+        total = int(cr_total or KUBEVIRT_MIGRATION_DEFAULTS["parallelMigrationsPerCluster"])
     return {"per_node": per_node, "total": total, "source": source}
 
 

@@ -308,10 +308,6 @@ class GoBuilder:
         """`go version` output, e.g. 'go version go1.26.8 linux/amd64'."""
         return self.run([self.go, "version"], what="go version").strip()
 
-    def env_value(self, name):
-        """One `go env` value (GOARCH, GOCACHE, ...)."""
-        return self.run([self.go, "env", name], what="go env %s" % name).strip()
-
     def module_gomod(self, module, version):
         """The release's own go.mod as `go mod edit -json` prints it."""
         rc, out, err = self.runner([self.go, "mod", "download", "-json", "%s@%s" % (module, version)], None, self.env)

@@ -1,34 +1,24 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Reading KubeVirt objects (VM, VMI, VMIM, KubeVirt CR) and what the cluster can do.
+"""KubeVirt's names, what its objects say, and what the cluster's KubeVirt can do.
 
-Private to this collection. The ApiClient comes from kubernetes.core's client
-factory (``get_api_client(module).client.client``), so authentication, proxies and
-impersonation behave as in every kubernetes.core module. Objects are returned as
-the API's JSON (plain dicts, camelCase keys).
+Private to this collection. Objects are the API's JSON (plain dicts, camelCase keys),
+as module_utils/cluster_reader.py returns them. Capability detection (KubeVirt's
+version, spec.addedNodeSelector support, the migration limits, the VM rollout
+strategy) happens here and only here.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
-
-try:
-    from kubernetes import client as k8s_client
-    from kubernetes.client.rest import ApiException
-except ImportError:  # reported by AnsibleK8SModule's requirement check
-    k8s_client = None
-
-    class ApiException(Exception):
-        status = None
-        reason = None
-        body = None
-
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
-
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import (
+    ApiException,
+    unless_forbidden,
+)
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.versions import (
     KUBEVIRT_FEATURES,
+    KUBEVIRT_MIGRATION_DEFAULTS,
     VersionError,
     kubevirt_supports,
     parse_kubevirt_version,
@@ -43,49 +33,12 @@ KUBEVIRTS = "kubevirts"
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "vmsched.kubevirt"
-VMI_NAME_LABEL = "kubevirt.io/vmi-name"
 CREATED_BY_LABEL = "kubevirt.io/created-by"
 SCHEDULABLE_LABEL = "kubevirt.io/schedulable"
 UNSCHEDULABLE_TIMEOUT_ANNOTATION = "kubevirt.io/migrationUnschedulablePodTimeoutSeconds"
 FINAL_PHASES = ("Succeeded", "Failed")
-DEFAULT_PARALLEL_PER_CLUSTER = 5
-DEFAULT_PARALLEL_OUTBOUND_PER_NODE = 2
-
-
-class KubeVirtError(Exception):
-    """A failure with a message meant for the user."""
-
-
-def module_api_client(module, user_agent):
-    """kubernetes.core's client for a module, with the module's own user agent so that the
-    API server's audit log tells its requests apart."""
-    api_client = get_api_client(module=module).client.client
-    api_client.user_agent = user_agent
-    return api_client
-
-
-def error_message(exc):
-    """What a module reports for an error: the API server's own message for API errors."""
-    if isinstance(exc, ApiException):
-        return "Kubernetes API error: %s" % api_error_message(exc)
-    return str(exc)
-
-
-def api_error_message(exc):
-    """The API server's message from an ApiException body (Status JSON), else its reason."""
-    body = getattr(exc, "body", None)
-    if body:
-        try:
-            data = json.loads(body)
-            if isinstance(data, dict) and data.get("message"):
-                return data["message"]
-        except (TypeError, ValueError):
-            return str(body)[:500]
-    return "%s %s" % (getattr(exc, "status", ""), getattr(exc, "reason", "") or "")
-
-
-def is_status(exc, *codes):
-    return isinstance(exc, ApiException) and getattr(exc, "status", None) in codes
+# What KubeVirt copies from a VM's template to its running VMI with vmRolloutStrategy LiveUpdate.
+LIVE_UPDATE_FIELDS = ("nodeSelector", "affinity", "tolerations")
 
 
 def phase(obj):
@@ -108,122 +61,33 @@ def in_flight(vmims):
     return [m for m in vmims if not is_final(m) and not (m.get("metadata") or {}).get("deletionTimestamp")]
 
 
-class KubeVirtReader:
-    """Reads through one ApiClient; every method returns dicts or None for 404."""
-
-    def __init__(self, api_client):
-        self.api = api_client
-        self.custom = k8s_client.CustomObjectsApi(api_client)
-        self.core = k8s_client.CoreV1Api(api_client)
-
-    def _plain(self, obj):
-        return self.api.sanitize_for_serialization(obj)
-
-    def _get_custom(self, plural, namespace, name):
-        try:
-            return self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, plural, name)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-
-    def get_vmi(self, namespace, name):
-        return self._get_custom(VMIS, namespace, name)
-
-    def get_vm(self, namespace, name):
-        return self._get_custom(VMS, namespace, name)
-
-    def get_vmim(self, namespace, name):
-        return self._get_custom(VMIMS, namespace, name)
-
-    def list_vmims(self, namespace, vmi_name=None):
-        """VMIMs of a namespace, or of one VMI (spec.vmiName; the label is only set by virt-api's mutator)."""
-        result = self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, VMIMS)
-        items = result.get("items") or []
-        if vmi_name is not None:
-            items = [m for m in items if (m.get("spec") or {}).get("vmiName") == vmi_name]
-        items.sort(key=lambda m: ((m.get("metadata") or {}).get("creationTimestamp") or ""))
-        return items
-
-    def list_vmis(self, namespace=None, label_selector=None):
-        kwargs = {"label_selector": label_selector} if label_selector else {}
-        if namespace:
-            result = self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, VMIS, **kwargs)
-        else:
-            result = self.custom.list_cluster_custom_object(GROUP, VERSION, VMIS, **kwargs)
-        return result.get("items") or []
-
-    def kubevirt_cr(self):
-        """The KubeVirt CR (the first one found in any namespace), or None when there is none."""
-        result = self.custom.list_cluster_custom_object(GROUP, VERSION, KUBEVIRTS)
-        items = result.get("items") or []
-        return items[0] if items else None
-
-    def launcher_pods(self, vmi):
-        namespace = vmi["metadata"]["namespace"]
-        pods = self.core.list_namespaced_pod(
-            namespace, label_selector="%s=%s" % (CREATED_BY_LABEL, vmi["metadata"]["uid"]))
-        return [self._plain(p) for p in pods.items]
-
-    def source_pod(self, vmi):
-        """The launcher pod the VMI runs in now (status.activePods on its node, not a migration target)."""
-        node = (vmi.get("status") or {}).get("nodeName")
-        pods = [p for p in self.launcher_pods(vmi)
-                if (p.get("spec") or {}).get("nodeName") == node
-                and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
-        return pods[0] if pods else None
-
-    def nodes(self):
-        return [self._plain(n) for n in self.core.list_node().items]
-
-    def node(self, name):
-        try:
-            return self._plain(self.core.read_node(name))
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-
-    def active_pods(self):
-        pods = self.core.list_pod_for_all_namespaces(
-            field_selector="status.phase!=Succeeded,status.phase!=Failed")
-        return [self._plain(p) for p in pods.items]
-
-    def events_for(self, namespace, kind, name, uid=None):
-        selector = "involvedObject.kind=%s,involvedObject.name=%s" % (kind, name)
-        events = self.core.list_namespaced_event(namespace, field_selector=selector).items
-        plain = [self._plain(e) for e in events]
-        if uid:
-            plain = [e for e in plain if ((e.get("involvedObject") or {}).get("uid") in (None, uid))]
-        plain.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or
-                   (e.get("metadata") or {}).get("creationTimestamp") or "")
-        return plain
-
-    def openapi_has_added_node_selector(self):
-        """Whether the served VMIM schema knows spec.addedNodeSelector (OpenAPI v3; readable by any user)."""
-        response = self.api.call_api("/openapi/v3/apis/kubevirt.io/v1", "GET", auth_settings=["BearerToken"],
-                                     _preload_content=False, _return_http_data_only=True)
-        data = json.loads(response.data)
-        schemas = ((data.get("components") or {}).get("schemas")) or {}
-        for key, schema in schemas.items():
-            if key.endswith("VirtualMachineInstanceMigration"):
-                spec = ((schema.get("properties") or {}).get("spec")) or {}
-                return "addedNodeSelector" in (spec.get("properties") or {})
-        return None
+def source_pod(vmi, pods):
+    """Of `pods`, the launcher pod the VMI runs in now (on its node, not a migration target, not terminated)."""
+    uid = ((vmi or {}).get("metadata") or {}).get("uid")
+    node = ((vmi or {}).get("status") or {}).get("nodeName")
+    for pod in pods or []:
+        if (((pod.get("metadata") or {}).get("labels") or {}).get(CREATED_BY_LABEL) == uid
+                and (pod.get("spec") or {}).get("nodeName") == node
+                and (pod.get("status") or {}).get("phase") not in FINAL_PHASES):
+            return pod
+    return None
 
 
 class Capabilities:
-    """What the cluster's KubeVirt supports, and how we know it."""
+    """What the cluster's KubeVirt supports, and how we know it. `kubevirt_cr` is the CR read (None if none or unreadable)."""
 
     def __init__(self, version=None, source=None, added_node_selector=None, parallel_per_cluster=None,
-                 parallel_outbound_per_node=None, node_selectors=None, warnings=None):
+                 parallel_outbound_per_node=None, node_selectors=None, warnings=None, kubevirt_cr=None):
         self.version = version
         self.node_selectors = dict(node_selectors or {})
         self.source = source
         self.added_node_selector = added_node_selector
-        self.parallel_per_cluster = parallel_per_cluster or DEFAULT_PARALLEL_PER_CLUSTER
-        self.parallel_outbound_per_node = parallel_outbound_per_node or DEFAULT_PARALLEL_OUTBOUND_PER_NODE
+        self.parallel_per_cluster = \
+            parallel_per_cluster or KUBEVIRT_MIGRATION_DEFAULTS["parallelMigrationsPerCluster"]
+        self.parallel_outbound_per_node = \
+            parallel_outbound_per_node or KUBEVIRT_MIGRATION_DEFAULTS["parallelOutboundMigrationsPerNode"]
         self.warnings = warnings or []
+        self.kubevirt_cr = kubevirt_cr
 
     def as_dict(self):
         return {
@@ -235,6 +99,15 @@ class Capabilities:
         }
 
 
+_UNREADABLE = object()
+
+
+def _read_kubevirt_cr(reader, warn, consequence):
+    """The KubeVirt CR, None when there is none, _UNREADABLE (after a warning) when the user may not read it."""
+    return unless_forbidden(reader.kubevirt_cr, lambda why: warn("cannot read the KubeVirt CR (%s)%s" % (why, consequence)),
+                            default=_UNREADABLE)
+
+
 def detect_capabilities(reader):
     """KubeVirt version from the KubeVirt CR (status.observedKubeVirtVersion) -> versions.py.
 
@@ -243,18 +116,11 @@ def detect_capabilities(reader):
     actually keep of a VMIM; the migration limits then stay at KubeVirt's defaults.
     """
     warnings = []
-    try:
-        cr = reader.kubevirt_cr()
-    except ApiException as exc:
-        if exc.status not in (401, 403):
-            raise
-        cr = None
-        warnings.append("cannot read the KubeVirt CR (%s); KubeVirt's version is unknown and the migration "
-                        "limits are assumed to be the defaults" % api_error_message(exc))
-    else:
-        if cr is None:
-            warnings.append("no KubeVirt CR found; is KubeVirt deployed?")
-    if cr is not None:
+    cr = _read_kubevirt_cr(reader, warnings.append, "; KubeVirt's version is unknown and the migration limits are "
+                                                    "assumed to be the defaults")
+    if cr is None:
+        warnings.append("no KubeVirt CR found; is KubeVirt deployed?")
+    elif cr is not _UNREADABLE:
         configuration = (cr.get("spec") or {}).get("configuration") or {}
         migrations = configuration.get("migrations") or {}
         node_selectors = (configuration.get("developerConfiguration") or {}).get("nodeSelectors")
@@ -269,7 +135,7 @@ def detect_capabilities(reader):
                             added_node_selector=supported,
                             parallel_per_cluster=migrations.get("parallelMigrationsPerCluster"),
                             parallel_outbound_per_node=migrations.get("parallelOutboundMigrationsPerNode"),
-                            node_selectors=node_selectors, warnings=warnings)
+                            node_selectors=node_selectors, warnings=warnings, kubevirt_cr=cr)
     try:
         supported = reader.openapi_has_added_node_selector()
         source = "the served OpenAPI schema of VirtualMachineInstanceMigration"
@@ -277,6 +143,17 @@ def detect_capabilities(reader):
         supported, source = None, None
         warnings.append("cannot read the OpenAPI schema of kubevirt.io/v1 either: %s" % exc)
     return Capabilities(source=source, added_node_selector=supported, warnings=warnings)
+
+
+def detect_live_updated_fields(reader, warn):
+    """The VM template fields KubeVirt copies to running VMIs: LIVE_UPDATE_FIELDS with the KubeVirt CR's
+    spec.configuration.vmRolloutStrategy LiveUpdate, else none (Stage, unset, no CR: taken conservatively).
+    A user who may not read the CR is warned that every change is taken to need a restart."""
+    cr = _read_kubevirt_cr(reader, warn, ": assuming every change needs a restart")
+    if cr is _UNREADABLE:
+        return []
+    strategy = (((cr or {}).get("spec") or {}).get("configuration") or {}).get("vmRolloutStrategy")
+    return list(LIVE_UPDATE_FIELDS) if strategy == "LiveUpdate" else []
 
 
 def launcher_scheduling(vmi, extra_node_selectors=None):

@@ -1,36 +1,39 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Creating, watching and cancelling VirtualMachineInstanceMigrations.
+"""One VMI's live migration, as vmi_migration and vmi_evacuation both do it.
 
-Private to this collection. Waiting is event-driven: a watch on the one VMIM
-(fieldSelector metadata.name) resumed from the last resourceVersion seen. A
-closed stream (server timeout, load balancer, API server restart) is resumed;
-a 410 Gone (history compacted, or a restarted API server that lost its watch
-cache) or a connection error is answered by a fresh GET, which is the re-list of
-a single object, after a short backoff. The deadline is on the monotonic clock.
+Private to this collection.
+
+- VmiMigrator is the single migration both modules use: the checks before any write (what
+  KubeVirt would refuse: a VMI not Running or not LiveMigratable; a selector the VMI's own
+  nodeSelector overrides; which nodes could take the target pod, node_fit.py), the VMIM
+  carrying the selector annotation (selector_of reads it back) and, with addedNodeSelector,
+  the check that the API server kept it, the wait (watch.py), cancelling, and the result of a
+  migration that ended.
+- Migration is vmi_migration's engine on top of it: attaching to a migration in flight,
+  idempotency, the strategies (spec.addedNodeSelector, or the VM's nodeSelector on KubeVirt
+  older than 1.6), state=absent.
+- The evacuation (evacuation.py) adds selection, ordering, concurrency limits and the summary.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import datetime
+import json
+import signal
 import time
 
-try:
-    from kubernetes import watch as k8s_watch
-    from kubernetes.client.rest import ApiException
-except ImportError:  # reported by AnsibleK8SModule's requirement check
-    k8s_watch = None
-
-    class ApiException(Exception):
-        status = None
-
-try:
-    from urllib3.exceptions import HTTPError as Urllib3HTTPError
-except ImportError:
-    class Urllib3HTTPError(Exception):
-        pass
-
+from ansible_collections.vmsched.kubevirt.plugins.module_utils import node_fit
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import (
+    ApiException,
+    KubeVirtError,
+    api_error_message,
+    is_forbidden,
+    is_status,
+    unless_forbidden,
+)
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
     GROUP,
     MANAGED_BY,
@@ -38,20 +41,33 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
     UNSCHEDULABLE_TIMEOUT_ANNOTATION,
     VERSION,
     VMIMS,
-    api_error_message,
+    VMIS,
+    VMS,
+    added_node_selector_minimum,
+    condition,
+    detect_capabilities,
+    in_flight,
     is_final,
+    launcher_scheduling,
     phase,
+    source_pod,
 )
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.watch import ObjectWatcher, WaitTimeout
 
-# Errors after which a watch is re-established from a fresh GET.
-TRANSIENT_ERRORS = (Urllib3HTTPError, OSError)  # ConnectionError is an OSError
-WATCH_WINDOW_SECONDS = 60   # a server-side watch timeout; the watch is renewed after it
+SELECTOR_ANNOTATION = "vmsched.kubevirt.io/node-selector"
+PROPAGATION_SECONDS = 15
+_UNREADABLE = object()
 
 
-class WaitTimeout(Exception):
-    def __init__(self, last):
-        super(WaitTimeout, self).__init__("timed out")
-        self.last = last
+class Interrupted(KubeVirtError):
+    pass
+
+
+def _on_signal(signum, frame):
+    raise Interrupted("interrupted by signal %d" % signum)
+
+
+# --- the VMIM ------------------------------------------------------------------------------------------------
 
 
 def vmim_manifest(vmi_name, added_node_selector=None, unschedulable_timeout=None, name=None, labels=None):
@@ -78,117 +94,25 @@ def cancel_vmim(custom, namespace, name):
     try:
         custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, VMIMS, name)
     except ApiException as exc:
-        if exc.status == 404:
+        if is_status(exc, 404):
             return False
         raise
     return True
 
 
-class ObjectWatcher:
-    """Follows one kubevirt.io/v1 object (a VMIM by default) to a predicate through a resumable watch."""
-
-    def __init__(self, custom, namespace, name, plural=VMIMS, watch_factory=None, sleep=time.sleep,
-                 clock=time.monotonic):
-        self.custom = custom
-        self.namespace = namespace
-        self.name = name
-        self.plural = plural
-        self.watch_factory = watch_factory or k8s_watch.Watch
-        self.sleep = sleep
-        self.clock = clock
-        self.last = None
-        self.deleted = False
-        self.reconnects = 0      # how often the watch had to be re-established after an error
-        self.events = 0
-
-    def _get(self):
+def selector_of(vmim):
+    """The selector a VMIM stands for: our annotation (vm_node_selector leaves the spec empty) or the spec."""
+    annotation = ((vmim.get("metadata") or {}).get("annotations") or {}).get(SELECTOR_ANNOTATION)
+    if annotation:
         try:
-            obj = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, self.plural, self.name)
-        except ApiException as exc:
-            if exc.status == 404:
-                self.deleted = True
-                return None
-            raise
-        self.last = obj
-        return obj
+            return json.loads(annotation)
+        except ValueError:
+            pass
+    return (vmim.get("spec") or {}).get("addedNodeSelector") or {}
 
-    def wait(self, timeout, predicate=is_final):
-        """Return the object once predicate(obj) is true, or None when it is deleted; WaitTimeout after timeout."""
-        deadline = self.clock() + timeout
-        backoff = 0.2
-        obj = None
-        need_get = True
-        resource_version = None
-        while True:
-            remaining = deadline - self.clock()
-            if need_get:
-                try:
-                    obj = self._get()
-                except (Urllib3HTTPError, OSError, ApiException) as exc:
-                    if isinstance(exc, ApiException) and exc.status not in (None, 0, 429, 500, 502, 503, 504):
-                        raise
-                    self.reconnects += 1
-                    if remaining <= 0:
-                        raise WaitTimeout(self.last)
-                    self.sleep(min(backoff, max(remaining, 0)))
-                    backoff = min(backoff * 2, 5.0)
-                    continue
-                if obj is None:
-                    return None
-                if predicate(obj):
-                    return obj
-                resource_version = obj["metadata"].get("resourceVersion")
-                need_get = False
-            if remaining <= 0:
-                raise WaitTimeout(self.last)
-            stream = self.watch_factory()
-            window = max(1, min(int(remaining) + 1, WATCH_WINDOW_SECONDS))
-            try:
-                for event in stream.stream(
-                        self.custom.list_namespaced_custom_object, GROUP, VERSION, self.namespace, self.plural,
-                        field_selector="metadata.name=%s" % self.name, resource_version=resource_version,
-                        allow_watch_bookmarks=True, timeout_seconds=window,
-                        _request_timeout=(10, window + 15)):
-                    self.events += 1
-                    etype = event.get("type")
-                    raw = event.get("raw_object") or event.get("object")
-                    if etype == "ERROR":
-                        # A Status object: 410 Gone ends the resumable history; GET again.
-                        need_get = True
-                        break
-                    if not isinstance(raw, dict):
-                        continue
-                    resource_version = (raw.get("metadata") or {}).get("resourceVersion") or resource_version
-                    if etype == "BOOKMARK":
-                        continue
-                    if etype == "DELETED":
-                        self.deleted = True
-                        self.last = raw
-                        return None
-                    self.last = raw
-                    backoff = 0.2
-                    if predicate(raw):
-                        stream.stop()
-                        return raw
-                    if self.clock() >= deadline:
-                        stream.stop()
-                        raise WaitTimeout(self.last)
-            except ApiException as exc:
-                if exc.status == 410:
-                    need_get = True
-                    continue
-                if exc.status not in (429, 500, 502, 503, 504):
-                    raise
-                self.reconnects += 1
-                need_get = True
-                self.sleep(min(backoff, max(deadline - self.clock(), 0)))
-                backoff = min(backoff * 2, 5.0)
-            except (Urllib3HTTPError, OSError):
-                self.reconnects += 1
-                need_get = True
-                self.sleep(min(backoff, max(deadline - self.clock(), 0)))
-                backoff = min(backoff * 2, 5.0)
-            # A stream that ended normally (server-side timeout) is resumed from resource_version.
+
+def migration_state(obj):
+    return ((obj or {}).get("status") or {}).get("migrationState") or {}
 
 
 def phase_timestamps(vmim):
@@ -197,12 +121,10 @@ def phase_timestamps(vmim):
 
 
 def _parse_time(value):
-    import datetime
     if not value:
         return None
-    text = value.replace("Z", "+00:00")
     try:
-        return datetime.datetime.fromisoformat(text)
+        return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
 
@@ -225,7 +147,7 @@ def summarize(vmim):
     if not vmim:
         return None
     meta = vmim.get("metadata") or {}
-    state = (vmim.get("status") or {}).get("migrationState") or {}
+    state = migration_state(vmim)
     return {
         "name": meta.get("name"),
         "namespace": meta.get("namespace"),
@@ -241,8 +163,8 @@ def summarize(vmim):
 
 def failure_reason(vmim, reader=None):
     """migrationState.failureReason, else the VMIM's latest Warning events (KubeVirt puts
-    target-pod scheduling failures only there), else the phase."""
-    state = ((vmim or {}).get("status") or {}).get("migrationState") or {}
+    target-pod scheduling failures only there), else the abort status."""
+    state = migration_state(vmim)
     if state.get("failureReason"):
         return state["failureReason"]
     if reader is not None and vmim:
@@ -251,9 +173,9 @@ def failure_reason(vmim, reader=None):
             events = reader.events_for(meta.get("namespace"), "VirtualMachineInstanceMigration",
                                        meta.get("name"), meta.get("uid"))
         except ApiException as exc:
-            events = []
-            if exc.status not in (401, 403):
+            if not is_forbidden(exc):
                 return "failed; events unreadable: %s" % api_error_message(exc)
+            events = []
         warnings = [e for e in events if e.get("type") == "Warning"]
         if warnings:
             seen = []
@@ -267,205 +189,448 @@ def failure_reason(vmim, reader=None):
     return None
 
 
-class BatchError(Exception):
-    """A job that could not start (the create callback raises it with a message for the user)."""
+# --- what KubeVirt would refuse ---------------------------------------------------------------------------------
+# Each returns None when all is well, else the reason, worded to follow "VirtualMachineInstance ns/name is".
 
 
-class MigrationBatch:
-    """Runs many migrations with bounded concurrency, following all of them through ONE watch.
+def not_running(vmi):
+    if phase(vmi) == "Running":
+        return None
+    return "%s, not Running: only a running VMI can migrate" % (phase(vmi) or "without a phase")
 
-    At most `limit` VMIMs of this batch are in flight at any time, and at most `per_node` from one source node
-    (KubeVirt's parallelMigrationsPerCluster and parallelOutboundMigrationsPerNode, or lower). A VMIM is in flight
-    from its creation until the batch sees it Succeeded, Failed or deleted. Every VMIM the batch creates must carry
-    the label `label_selector` names (a per-run label): the watch is a list+watch on that selector, resumed from
-    the last resourceVersion, re-listed after 410 Gone or a connection error. A migration still in flight after
-    `timeout` seconds (from its creation) is cancelled (its VMIM deleted) and counted as failed.
 
-    jobs: dicts with at least "namespace" and "source_node"; the batch adds "vmim" (last seen), "outcome"
-    (Succeeded, Failed, Deleted, TimedOut, NotCreated, NotStarted), "error", "started" and "ended" (monotonic).
-    create(job) -> the created VMIM; it raises BatchError or ApiException when the VMIM cannot be created.
-    """
+def not_live_migratable(vmi):
+    migratable = condition(vmi, "LiveMigratable")
+    if migratable and migratable.get("status") == "True":
+        return None
+    if migratable:
+        return "not live-migratable: %s: %s" % (migratable.get("reason"), migratable.get("message"))
+    return "not known to be live-migratable: it has no LiveMigratable condition yet, and KubeVirt would refuse " \
+           "the migration"
 
-    def __init__(self, custom, label_selector, limit, per_node, timeout, namespace=None, stop_on_failure=False,
-                 watch_factory=None, sleep=time.sleep, clock=time.monotonic):
-        self.custom = custom
-        self.label_selector = label_selector
-        self.limit = max(1, int(limit))
-        self.per_node = max(1, int(per_node))
-        self.timeout = timeout
-        self.namespace = namespace
-        self.stop_on_failure = stop_on_failure
-        self.watch_factory = watch_factory or k8s_watch.Watch
+
+def selector_conflict(vmi, selector):
+    """A selector key the VMI's own nodeSelector sets to another value: KubeVirt would keep the VMI's."""
+    conflicts = node_fit.selector_conflicts(((vmi or {}).get("spec") or {}).get("nodeSelector"), selector)
+    if not conflicts:
+        return None
+    return ("the VMI's own nodeSelector sets %s; KubeVirt keeps the VMI's value on a key collision, so the "
+            "requested %s would be ignored"
+            % (", ".join("%s=%s" % (k, v[0]) for k, v in sorted(conflicts.items())),
+               ", ".join("%s=%s" % (k, v[1]) for k, v in sorted(conflicts.items()))))
+
+
+class VmiMigrator:
+    """The single migration of one VMI, bound to a ClusterReader and the caller's warnings."""
+
+    def __init__(self, reader, warn, watch_factory=None, sleep=time.sleep, clock=time.monotonic):
+        self.reader = reader
+        self.custom = reader.custom
+        self.warn = warn
+        self.watch_factory = watch_factory
         self.sleep = sleep
         self.clock = clock
-        self.peak = 0
-        self.watches = 0          # watch streams opened (one at a time; renewed after a window or an error)
-        self.relists = 0
-        self.reconnects = 0
-        self.stopped = False      # stop_on_failure tripped
-        self._inflight = {}
-        self._on_node = {}
-        self._queue = []
+        self.caps = None
+        self.nodes = None
+        self.pods = None
+        self.node_checks = "not run"
 
-    # --- listing and watching the run's VMIMs ---------------------------------------------------------------
+    # --- before any write ---------------------------------------------------------------------------------------
 
-    def _list_call(self):
-        if self.namespace:
-            return self.custom.list_namespaced_custom_object, (GROUP, VERSION, self.namespace, VMIMS)
-        return self.custom.list_cluster_custom_object, (GROUP, VERSION, VMIMS)
+    def detect(self):
+        """What this KubeVirt can do (kubevirt.detect_capabilities), its warnings passed on."""
+        self.caps = detect_capabilities(self.reader)
+        for warning in self.caps.warnings:
+            self.warn(warning)
+        return self.caps
 
-    def _relist(self):
-        """LIST the run's VMIMs: settle the in-flight ones that ended meanwhile; the resourceVersion to watch from."""
-        self.relists += 1
-        func, args = self._list_call()
-        result = func(*args, label_selector=self.label_selector)
-        seen = {}
-        for item in result.get("items") or []:
-            meta = item.get("metadata") or {}
-            seen[(meta.get("namespace"), meta.get("name"))] = item
-        for key in list(self._inflight):
-            item = seen.get(key)
-            if item is None:
-                self._finish(key, None, "Deleted")
-            else:
-                self._observe(key, item)
-        return (result.get("metadata") or {}).get("resourceVersion")
+    def lacks_added_node_selector(self, who, advice):
+        """The message for a KubeVirt without spec.addedNodeSelector (detect() first)."""
+        caps = self.caps
+        found = ("KubeVirt %s (%s)" % (caps.version, caps.source)) if caps.version else \
+            ("a KubeVirt whose API does not serve spec.addedNodeSelector (%s)" % caps.source)
+        return ("%s needs VirtualMachineInstanceMigration.spec.addedNodeSelector, which KubeVirt has from %s; "
+                "found %s. %s" % (who, added_node_selector_minimum(), found, advice))
 
-    def _observe(self, key, obj):
-        job = self._inflight.get(key)
-        if job is None:
+    def read_nodes(self):
+        """Read the nodes and the active pods the node checks need, once. False when the user may not list nodes
+        (the checks are skipped, with a warning); without pods the free resources are not checked."""
+        def nodes_unreadable(why):
+            self.node_checks = "skipped: cannot list nodes (%s)" % why
+            self.warn("cannot list nodes (%s): the node checks are skipped; the scheduler still enforces the "
+                      "selector, and an unschedulable target fails the migration after its timeout" % why)
+        self.nodes = unless_forbidden(self.reader.nodes, nodes_unreadable)
+        if self.nodes is None:
+            return False
+        self.pods = unless_forbidden(self.reader.active_pods, lambda why: self.warn(
+            "cannot list pods (%s): free resources are not checked" % why))
+        self.node_checks = "done" if self.pods is not None else "done without the resource check"
+        return True
+
+    def fit(self, vmi, selector):
+        """(every node with the reasons it cannot take the VMI's target pod, candidates first; whether free
+        resources were checked, which needs the VMI's launcher pod). read_nodes() first."""
+        scheduling = launcher_scheduling(vmi, self.caps.node_selectors if self.caps else None)
+        pod = source_pod(vmi, self.pods)
+        requests = node_fit.pod_requests(pod) if pod is not None else None
+        results = node_fit.evaluate_nodes(self.nodes, scheduling, selector, ((vmi or {}).get("status") or {})
+                                          .get("nodeName"), requests, self.pods if requests is not None else None)
+        return results, requests is not None
+
+    # --- writing ------------------------------------------------------------------------------------------------
+
+    def create(self, namespace, vmi_name, selector, in_spec=True, unschedulable_timeout=None, labels=None):
+        """Create the VMIM, annotated with the selector it stands for (SELECTOR_ANNOTATION) whether or not that
+        is in its spec, so that another run can tell what it is for."""
+        body = vmim_manifest(vmi_name, selector if in_spec else None, unschedulable_timeout, labels=labels)
+        body["metadata"].setdefault("annotations", {})[SELECTOR_ANNOTATION] = json.dumps(selector, sort_keys=True)
+        try:
+            return create_vmim(self.custom, namespace, body)
+        except ApiException as exc:
+            raise KubeVirtError("KubeVirt refused the migration of %s/%s: %s"
+                                % (namespace, vmi_name, api_error_message(exc)))
+
+    def check_selector_kept(self, vmim, selector, advice):
+        """A KubeVirt older than 1.6 prunes spec.addedNodeSelector silently: delete such a VMIM at once and fail."""
+        stored = (vmim.get("spec") or {}).get("addedNodeSelector")
+        if not selector or stored == selector:
             return
-        job["vmim"] = obj
-        if is_final(obj):
-            self._finish(key, obj, phase(obj))
+        meta = vmim["metadata"]
+        self.cancel(meta.get("namespace"), meta["name"])
+        raise KubeVirtError("the API server dropped spec.addedNodeSelector from VMIM %s (stored: %s): this KubeVirt "
+                            "does not support it (needs %s), so the migration could land on any node; the VMIM was "
+                            "deleted. %s" % (meta["name"], stored, added_node_selector_minimum(), advice))
 
-    # --- bookkeeping ------------------------------------------------------------------------------------------
+    def cancel(self, namespace, name):
+        return cancel_vmim(self.custom, namespace, name)
 
-    def _finish(self, key, obj, outcome, error=None):
-        job = self._inflight.pop(key)
-        self._on_node[job["source_node"]] -= 1
-        if obj is not None:
-            job["vmim"] = obj
-        job["outcome"] = outcome
-        job["error"] = error
-        job["ended"] = self.clock()
-        if outcome != "Succeeded" and self.stop_on_failure:
-            self.stopped = True
+    def watcher(self, namespace, name, plural=VMIMS):
+        return ObjectWatcher(self.custom, namespace, name, plural=plural, watch_factory=self.watch_factory,
+                             sleep=self.sleep, clock=self.clock)
 
-    def _next_job(self):
-        for job in self._queue:
-            if self._on_node.get(job["source_node"], 0) < self.per_node:
-                return job
-        return None
+    # --- the result ---------------------------------------------------------------------------------------------
 
-    def _fill(self, create):
-        while self._queue and not self.stopped and len(self._inflight) < self.limit:
-            job = self._next_job()
-            if job is None:
-                return
-            self._queue.remove(job)
-            job["started"] = self.clock()
+    def ended(self, vmim, vmi_readable=True, unknown_failure="unknown"):
+        """What a migration that reached Succeeded or Failed came to: migration (the VMIM summarized), phase,
+        duration_seconds, source_node, target_node (Succeeded: where the VMI runs now) and failure_reason (Failed).
+
+        The VMIM is read once more, as the terminal phase and the final migrationState may arrive in separate
+        updates; KubeVirt copies the VMI's migrationState to the VMIM late, so the VMI fills the gaps.
+        """
+        meta = vmim.get("metadata") or {}
+        final = self.reader.get_vmim(meta.get("namespace"), meta.get("name")) or vmim
+        state = migration_state(final)
+        out = {"migration": summarize(final), "phase": phase(final), "duration_seconds": duration_seconds(final),
+               "source_node": state.get("sourceNode"), "target_node": None, "failure_reason": None}
+        if phase(final) == "Failed":
+            out["failure_reason"] = failure_reason(final, self.reader) or unknown_failure
+            return out
+        out["target_node"] = state.get("targetNode")
+        if vmi_readable:
+            vmi = self.reader.get_vmi(meta.get("namespace"), (final.get("spec") or {}).get("vmiName"))
+            if ((vmi or {}).get("status") or {}).get("nodeName"):
+                out["target_node"] = vmi["status"]["nodeName"]
+            vmi_state = migration_state(vmi)
+            if vmi_state.get("migrationUid") == (final.get("metadata") or {}).get("uid"):
+                summary = out["migration"]
+                summary["source_node"] = summary["source_node"] or vmi_state.get("sourceNode")
+                summary["target_node"] = summary["target_node"] or vmi_state.get("targetNode")
+        return out
+
+
+# --- vmi_migration ----------------------------------------------------------------------------------------------
+
+
+class Migration:
+    """vmi_migration: one VMI to a node matching a selector, or state=absent (see module_runner.py)."""
+
+    def __init__(self, reader, params, check_mode=False, diff=False):
+        self.p = params
+        self.check_mode = check_mode
+        self.ns = params["namespace"]
+        self.name = params["name"]
+        self.reader = reader
+        self.custom = reader.custom
+        self.warnings = []
+        self.m = VmiMigrator(reader, self.warn)
+        self.result = dict(changed=False, migration=None, attached=False, source_node=None, target_node=None,
+                           duration_seconds=None, candidates=[], rejected=[], node_checks="not run",
+                           failure_reason=None, strategy=None, kubevirt={})
+        self.vmi = None
+        self.vmi_readable = True
+
+    def fail(self, msg):
+        raise KubeVirtError(msg)
+
+    def warn(self, msg):
+        self.warnings.append(msg)
+
+    def run(self):
+        if self.p["state"] == "absent":
+            return self.absent()
+        return self.present()
+
+    def selector(self):
+        selector = dict((k, str(v)) for k, v in (self.p["added_node_selector"] or {}).items())
+        target = self.p["target_node"]
+        if target:
+            have = selector.get(node_fit.HOSTNAME_LABEL)
+            if have is not None and have != target:
+                self.fail("target_node=%s conflicts with %s=%s in added_node_selector"
+                          % (target, node_fit.HOSTNAME_LABEL, have))
+            selector[node_fit.HOSTNAME_LABEL] = target
+        return selector
+
+    def read_vmi(self):
+        def unreadable(why):
+            self.vmi_readable = False
+            self.warn("cannot read VirtualMachineInstance %s/%s (%s): the VMI checks are skipped; KubeVirt's "
+                      "admission still refuses a VMI that is not migratable" % (self.ns, self.name, why))
+        vmi = unless_forbidden(lambda: self.reader.get_vmi(self.ns, self.name), unreadable)
+        if vmi is None and self.vmi_readable:
+            self.fail("VirtualMachineInstance %s/%s not found (is the VM running?)" % (self.ns, self.name))
+        return vmi
+
+    # --- state=absent -------------------------------------------------------------------------------------------
+
+    def absent(self):
+        flying = in_flight(self.reader.list_vmims(self.ns, self.name))
+        if not flying:
+            return
+        vmim = flying[-1]
+        self.result["migration"] = summarize(vmim)
+        self.result["changed"] = True
+        if self.check_mode:
+            return
+        for other in flying:
+            self.m.cancel(self.ns, other["metadata"]["name"])
+        if self.p["wait"]:
+            watcher = self.m.watcher(self.ns, vmim["metadata"]["name"])
             try:
-                vmim = create(job)
-            except (BatchError, ApiException) as exc:
-                job["outcome"] = "NotCreated"
-                job["error"] = str(exc) if isinstance(exc, BatchError) else api_error_message(exc)
-                job["ended"] = self.clock()
-                if self.stop_on_failure:
-                    self.stopped = True
-                continue
-            meta = vmim.get("metadata") or {}
-            key = (meta.get("namespace") or job["namespace"], meta.get("name"))
-            job["vmim"] = vmim
-            job["deadline"] = job["started"] + self.timeout
-            self._inflight[key] = job
-            self._on_node[job["source_node"]] = self._on_node.get(job["source_node"], 0) + 1
-            self.peak = max(self.peak, len(self._inflight))
+                watcher.wait(self.p["wait_timeout"], predicate=lambda obj: False)
+            except WaitTimeout:
+                self.fail("VMIM %s/%s was deleted but is still there after %ss (its finalizer waits for KubeVirt to "
+                          "abort the migration)" % (self.ns, vmim["metadata"]["name"], self.p["wait_timeout"]))
+            if watcher.last:
+                self.result["migration"] = summarize(watcher.last)
 
-    def _expire(self):
-        now = self.clock()
-        for key, job in list(self._inflight.items()):
-            if now >= job["deadline"]:
+    # --- state=present ------------------------------------------------------------------------------------------
+
+    def present(self):
+        selector = self.selector()
+        vmi = self.vmi = self.read_vmi()
+        if vmi is not None:
+            self.refuse_if(not_running(vmi))
+            self.result["source_node"] = (vmi.get("status") or {}).get("nodeName")
+
+        # Another migration in flight: attach to it when it wants the same thing.
+        flying = in_flight(self.reader.list_vmims(self.ns, self.name))
+        if flying:
+            vmim = flying[-1]
+            theirs = selector_of(vmim)
+            if theirs != selector:
+                self.fail("another migration of %s/%s is in flight: VMIM %s (phase %s, selector %s); wait for it, "
+                          "cancel it with state=absent, or ask for the same selector to attach to it"
+                          % (self.ns, self.name, vmim["metadata"]["name"], phase(vmim) or "none yet", theirs or "{}"))
+            self.result["attached"] = True
+            self.result["migration"] = summarize(vmim)
+            if self.check_mode:
+                self.result["changed"] = True
+                return None
+            return self.finish(vmim)
+
+        # Idempotency: already where it should be.
+        if selector and vmi is not None and self.already_there(selector):
+            self.result["target_node"] = self.result["source_node"]
+            self.result["node_checks"] = "not needed: the VMI already runs on a matching node"
+            return None
+
+        if vmi is not None:
+            self.refuse_if(not_live_migratable(vmi))
+        strategy = self.result["strategy"] = self.resolve_strategy(selector)
+        if vmi is not None:
+            self.preflight_nodes(vmi, selector)
+        elif selector:
+            self.result["node_checks"] = "skipped: the VMI cannot be read"
+
+        if self.check_mode:
+            self.result["changed"] = True
+            return None
+        if strategy == "vm_node_selector" and selector:
+            return self.migrate_through_vm(selector)
+        vmim = self.create(selector, in_spec=(strategy == "added_node_selector"))
+        return self.finish(vmim) if self.p["wait"] else None
+
+    def refuse_if(self, problem):
+        if problem:
+            self.fail("VirtualMachineInstance %s/%s is %s" % (self.ns, self.name, problem))
+
+    def already_there(self, selector):
+        source = self.result["source_node"]
+        if not source:
+            return False
+        hostname_only = set(selector) == {node_fit.HOSTNAME_LABEL}
+
+        def unreadable(why):
+            if not hostname_only:
+                self.warn("cannot read node %s (%s): cannot tell whether the VMI is already on a matching node"
+                          % (source, why))
+        node = unless_forbidden(lambda: self.reader.node(source), unreadable, default=_UNREADABLE)
+        if node is _UNREADABLE:
+            # Node names are hostnames on every distribution this targets.
+            return hostname_only and selector[node_fit.HOSTNAME_LABEL] == source
+        return node_fit.matches_selector(((node or {}).get("metadata") or {}).get("labels"), selector)
+
+    def resolve_strategy(self, selector):
+        wanted = self.p["strategy"]
+        caps = self.m.detect()
+        self.result["kubevirt"] = caps.as_dict()
+        if not selector or wanted == "vm_node_selector":
+            return wanted if wanted != "auto" else "added_node_selector"
+        if caps.added_node_selector is False:
+            self.fail(self.m.lacks_added_node_selector(
+                "strategy=%s" % wanted, "The API server would drop the field and the VMI could land on any node. "
+                "Use strategy=vm_node_selector, or upgrade KubeVirt."))
+        if caps.added_node_selector is None:
+            if wanted == "auto":
+                self.fail("strategy=auto cannot tell whether this KubeVirt supports spec.addedNodeSelector (needs "
+                          "%s): %s. Choose strategy=added_node_selector or vm_node_selector explicitly."
+                          % (added_node_selector_minimum(), "; ".join(caps.warnings) or "version unknown"))
+            self.warn("KubeVirt's support for spec.addedNodeSelector is unknown; the created VMIM is checked and "
+                      "deleted at once if the API server dropped the field")
+        return "added_node_selector"
+
+    def preflight_nodes(self, vmi, selector):
+        problem = selector_conflict(vmi, selector)
+        if problem:
+            self.fail(problem)
+        if not self.m.read_nodes():
+            self.result["node_checks"] = self.m.node_checks
+            return
+        results, resources_checked = self.m.fit(vmi, selector)
+        self.result["candidates"] = node_fit.candidates(results)
+        self.result["rejected"] = [{"name": r["name"], "reasons": r["reasons"]} for r in results if not r["fits"]]
+        self.result["node_checks"] = "done" if resources_checked else "done without the resource check"
+        if not self.result["candidates"]:
+            self.fail("no node can take VirtualMachineInstance %s/%s with selector %s. Nearest nodes: %s"
+                      % (self.ns, self.name, selector or "{}", node_fit.explain_rejections(results)))
+
+    # --- writing ------------------------------------------------------------------------------------------------
+
+    def create(self, selector, in_spec):
+        vmim = self.m.create(self.ns, self.name, selector, in_spec, self.p["unschedulable_timeout"])
+        self.result["changed"] = True
+        self.result["migration"] = summarize(vmim)
+        if in_spec:
+            self.m.check_selector_kept(vmim, selector, "Use strategy=vm_node_selector.")
+        return vmim
+
+    def finish(self, vmim):
+        name = vmim["metadata"]["name"]
+        watcher = self.m.watcher(self.ns, name)
+        try:
+            final = watcher.wait(self.p["wait_timeout"])
+        except WaitTimeout as exc:
+            self.result["migration"] = summarize(exc.last)
+            cancel = self.p["on_timeout"] == "cancel"
+            if cancel:
+                self.m.cancel(self.ns, name)
+            self.fail("migration %s/%s did not finish within %ss (last phase %s); %s"
+                      % (self.ns, name, self.p["wait_timeout"], phase(exc.last),
+                         "it was cancelled" if cancel else "it is still running"))
+        if final is None:
+            self.result["migration"] = summarize(watcher.last)
+            self.fail("VMIM %s/%s was deleted before it finished (cancelled by someone else?)" % (self.ns, name))
+        out = self.m.ended(final, vmi_readable=self.vmi_readable)
+        self.result["migration"] = out["migration"]
+        self.result["duration_seconds"] = out["duration_seconds"]
+        if out["phase"] == "Failed":
+            self.result["failure_reason"] = out["failure_reason"]
+            self.fail("migration %s/%s of %s failed: %s" % (self.ns, name, self.name, out["failure_reason"]))
+        self.result["changed"] = True
+        self.result["target_node"] = out["target_node"]
+        self.result["source_node"] = self.result["source_node"] or out["source_node"]
+
+    # --- strategy vm_node_selector ------------------------------------------------------------------------------
+
+    def _patch_selector(self, plural, path, current, desired):
+        """JSON merge patch that turns the map at `path` from `current` into exactly `desired` (None removes it)."""
+        if desired is None:
+            value = None
+        else:
+            value = dict(desired)
+            for key in current or {}:
+                if key not in desired:
+                    value[key] = None
+        body = value
+        for part in reversed(path):
+            body = {part: body}
+        return self.custom.patch_namespaced_custom_object(GROUP, VERSION, self.ns, plural, self.name, body)
+
+    def migrate_through_vm(self, selector):
+        vm = self.reader.get_vm(self.ns, self.name)
+        if vm is None:
+            self.fail("strategy=vm_node_selector needs the VirtualMachine %s/%s that owns the VMI; there is none"
+                      % (self.ns, self.name))
+        template_spec = ((vm.get("spec") or {}).get("template") or {}).get("spec") or {}
+        original = template_spec.get("nodeSelector")
+        vmi_original = ((self.vmi or {}).get("spec") or {}).get("nodeSelector")
+        record = {"original": original, "restored": False, "vmi_patched_directly": False}
+        self.result["vm_node_selector"] = record
+        merged = dict(original or {}, **selector)
+        path = ("spec", "template", "spec", "nodeSelector")
+        vmi_path = ("spec", "nodeSelector")
+        previous = dict((sig, signal.getsignal(sig)) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
+        vmim = None
+        done = False
+        vm_patched = False
+        try:
+            for sig in previous:
+                signal.signal(sig, _on_signal)
+            self._patch_selector(VMS, path, original, merged)
+            vm_patched = True
+            self.result["changed"] = True
+            if not self.vmi_follows(selector):
                 try:
-                    cancel_vmim(self.custom, key[0], key[1])
-                    error = "did not finish within %ss; the VMIM was deleted (KubeVirt aborts the migration)" \
-                        % self.timeout
+                    self._patch_selector(VMIS, vmi_path, vmi_original, dict(vmi_original or {}, **selector))
                 except ApiException as exc:
-                    error = "did not finish within %ss; deleting the VMIM failed: %s" \
-                        % (self.timeout, api_error_message(exc))
-                self._finish(key, None, "TimedOut", error)
-
-    # --- the loop ---------------------------------------------------------------------------------------------
-
-    def run(self, jobs, create):
-        self._queue = list(jobs)
-        for job in jobs:
-            job.setdefault("outcome", "NotStarted")
-            job.setdefault("error", None)
-        resource_version = self._relist()     # before the first create: the watch then sees every change
-        self._fill(create)
-        backoff = 0.2
-        while self._inflight:
-            self._expire()
-            self._fill(create)
-            if not self._inflight:
-                break
-            remaining = min(job["deadline"] for job in self._inflight.values()) - self.clock()
-            window = max(1, min(int(remaining) + 1, WATCH_WINDOW_SECONDS))
-            func, args = self._list_call()
-            need_list = False
-            stream = self.watch_factory()
-            self.watches += 1
+                    self.fail("the VMI did not take the VM's new nodeSelector within %ss (KubeVirt propagates it "
+                              "with spec.configuration.vmRolloutStrategy LiveUpdate) and the API refused to set it "
+                              "on the VMI directly: %s" % (PROPAGATION_SECONDS, api_error_message(exc)))
+                record["vmi_patched_directly"] = True
+            vmim = self.create(selector, in_spec=False)
+            if self.p["wait"]:
+                self.finish(vmim)
+            done = True
+        finally:
             try:
-                for event in stream.stream(func, *args, label_selector=self.label_selector,
-                                           resource_version=resource_version, allow_watch_bookmarks=True,
-                                           timeout_seconds=window, _request_timeout=(10, window + 15)):
-                    etype = event.get("type")
-                    raw = event.get("raw_object") or event.get("object")
-                    if etype == "ERROR":
-                        need_list = True     # a Status, 410 Gone: history compacted
-                        break
-                    if not isinstance(raw, dict):
-                        continue
-                    meta = raw.get("metadata") or {}
-                    resource_version = meta.get("resourceVersion") or resource_version
-                    if etype == "BOOKMARK":
-                        continue
-                    key = (meta.get("namespace"), meta.get("name"))
-                    if etype == "DELETED":
-                        if key in self._inflight:
-                            self._finish(key, raw, "Deleted")
-                    else:
-                        self._observe(key, raw)
-                    backoff = 0.2
-                    self._fill(create)
-                    if not self._inflight or any(self.clock() >= j["deadline"] for j in self._inflight.values()):
-                        stream.stop()
-                        break
+                if not done and vmim is not None:
+                    self.cancel_if_unpinned(vmim)
+                if vm_patched:
+                    self._patch_selector(VMS, path, merged, original)
+                if record["vmi_patched_directly"]:
+                    self._patch_selector(VMIS, vmi_path, dict(vmi_original or {}, **selector), vmi_original)
+                record["restored"] = vm_patched
             except ApiException as exc:
-                if exc.status != 410 and exc.status not in (429, 500, 502, 503, 504):
-                    raise
-                if exc.status != 410:
-                    self.reconnects += 1
-                    self.sleep(backoff)
-                    backoff = min(backoff * 2, 5.0)
-                need_list = True
-            except (Urllib3HTTPError, OSError):
-                self.reconnects += 1
-                self.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
-                need_list = True
-            if need_list and self._inflight:
-                try:
-                    resource_version = self._relist()
-                except (Urllib3HTTPError, OSError):
-                    self.reconnects += 1
-                    self.sleep(backoff)
-                    backoff = min(backoff * 2, 5.0)
-                except ApiException as exc:
-                    if exc.status not in (429, 500, 502, 503, 504):
-                        raise
-                    self.reconnects += 1
-                    self.sleep(backoff)
-                    backoff = min(backoff * 2, 5.0)
-        return jobs
+                self.warn("could not restore the VM's nodeSelector to %s: %s" % (original, api_error_message(exc)))
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    def vmi_follows(self, selector):
+        def has_selector(vmi):
+            have = (vmi.get("spec") or {}).get("nodeSelector") or {}
+            return all(have.get(k) == v for k, v in selector.items())
+        try:
+            return self.m.watcher(self.ns, self.name, plural=VMIS).wait(PROPAGATION_SECONDS,
+                                                                        predicate=has_selector) is not None
+        except WaitTimeout:
+            return False
+
+    def cancel_if_unpinned(self, vmim):
+        """Before the target pod exists, restoring the selector would let the migration go anywhere: cancel it."""
+        current = self.reader.get_vmim(self.ns, vmim["metadata"]["name"])
+        if current is not None and phase(current) in (None, "", "Pending"):
+            self.m.cancel(self.ns, vmim["metadata"]["name"])
+            self.warn("cancelled VMIM %s before restoring the VM's nodeSelector: its target pod did not exist yet"
+                      % vmim["metadata"]["name"])

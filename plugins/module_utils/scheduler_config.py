@@ -59,6 +59,8 @@ EXTENSION_POINTS = {
 # profile enabling each name: known names start, unknown ones fail with
 # "... Plugin \"X\" does not exist"): every name marked open-ended below starts;
 # SelectorSpread, EBSLimits and TopologyAwareScheduling do not exist in 1.36.
+# Newer servers are checked against it too (plugins are deprecated before they
+# go); a plugin it does not know can be declared with extra plugin names.
 IN_TREE_PLUGINS = {
     "PrioritySort": (22, None),
     "DefaultBinder": (22, None),
@@ -90,11 +92,6 @@ IN_TREE_PLUGINS = {
     "EBSLimits": (22, 30),
     "GCEPDLimits": (22, 30),
 }
-
-# The newest minor the in-tree table was checked against. For newer servers the
-# table is still used (plugins are deprecated before they go), and a plugin it
-# does not know can be declared with extra plugin names.
-IN_TREE_PLUGINS_CHECKED_THROUGH = 36
 
 # Out-of-tree plugins in the scheduler-plugins image (which also has every
 # in-tree plugin). Source: kubernetes-sigs/scheduler-plugins cmd/scheduler/main.go

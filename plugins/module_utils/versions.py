@@ -142,6 +142,16 @@ KUBEVIRT_FEATURES = {
     },
 }
 
+# KubeVirt's live-migration limits when its CR leaves them unset
+# (spec.configuration.migrations; the same in every release this collection knows,
+# pkg/virt-config/virt-config.go ParallelMigrationsPerClusterDefault = 5 and
+# ParallelOutboundMigrationsPerNodeDefault = 2). The migration modules and the
+# descheduler's eviction limits both start from these.
+KUBEVIRT_MIGRATION_DEFAULTS = {
+    "parallelMigrationsPerCluster": 5,
+    "parallelOutboundMigrationsPerNode": 2,
+}
+
 # Distribution hints derived from the part of a server version after
 # X.Y.Z[-prerelease]: (pattern matched against that suffix, distribution).
 # A hint only; "upstream" means no suffix at all, "unknown" any other suffix.

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from .registry import free_port
+from .ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "cluster"))

@@ -27,7 +27,8 @@ from kubernetes import client
 
 from ansible_collections.vmsched.kubevirt.plugins.filter.descheduler_policy import FilterModule
 
-from .registry import free_port, run_playbook
+from .playbook import run_playbook
+from .ports import free_port
 from .audit import Audit
 from .local_scheduler import token_kubeconfig
 from .test_simulator import simulator  # noqa: F401  pylint: disable=unused-import

@@ -3,7 +3,7 @@
 (string, integer and boolean extra vars). Confined to the test's namespace; no shared node is cordoned."""
 from __future__ import annotations
 
-from .registry import ROOT, run_playbook
+from .playbook import ROOT, run_playbook
 from .test_simulator import (  # noqa: F401  pylint: disable=unused-import
     VMIMS,
     VMIS,

@@ -19,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from .registry import Buildah, LocalRegistry, extract_file, free_port, run_playbook, skopeo_digest
+from .playbook import run_playbook
+from .ports import free_port
+from .registry import Buildah, LocalRegistry, extract_file, skopeo_digest
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOK = ROOT / "tests" / "integration" / "playbooks" / "scheduler_image.yml"

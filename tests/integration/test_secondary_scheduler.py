@@ -22,7 +22,7 @@ from kubernetes import client
 from .audit import Audit
 # real_scheduler is a fixture: imported so that pytest finds it for this module's tests.
 from .local_scheduler import real_scheduler, token_kubeconfig  # noqa: F401  pylint: disable=unused-import
-from .registry import run_playbook
+from .playbook import run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOK = ROOT / "tests" / "integration" / "playbooks" / "secondary_scheduler.yml"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from .registry import ROOT, run_playbook
+from .playbook import ROOT, run_playbook
 
 SITE = ROOT / "playbooks" / "site.yml"
 REPORT_ONLY = {"site_image": False, "site_scheduler": False, "site_vm_defaults": False,

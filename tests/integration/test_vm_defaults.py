@@ -20,7 +20,7 @@ from kubernetes import client
 
 from .audit import Audit
 from .local_scheduler import real_scheduler  # noqa: F401  pylint: disable=unused-import
-from .registry import run_playbook
+from .playbook import run_playbook
 from .test_simulator import VMIS, VMS, kv, simulator, vm_manifest  # noqa: F401  pylint: disable=unused-import
 
 ROOT = Path(__file__).resolve().parents[2]

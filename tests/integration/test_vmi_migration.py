@@ -304,7 +304,7 @@ def test_wait_survives_watch_disconnects(kv, api_client, namespace, wait):
     from urllib3.exceptions import ProtocolError
     from kubernetes import watch
 
-    from ansible_collections.vmsched.kubevirt.plugins.module_utils.migration import ObjectWatcher
+    from ansible_collections.vmsched.kubevirt.plugins.module_utils.watch import ObjectWatcher
 
     start_vm(kv, namespace, "vm", wait, annotations={"sim.vmsched.kubevirt.io/migration-seconds": "2"})
     kv.create(VMIMS, namespace, vmim_manifest("m", "vm", added_node_selector={"storage": "slow"}))

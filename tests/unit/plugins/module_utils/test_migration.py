@@ -1,129 +1,59 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for plugins/module_utils/migration.py: the resumable watch, with injected failures."""
+"""Unit tests for plugins/module_utils/migration.py: the single migration (VmiMigrator) and vmi_migration's
+engine (Migration), against the in-memory cluster of kubevirt_fakes.py."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
+
 import pytest
-from kubernetes.client.rest import ApiException
-from urllib3.exceptions import ProtocolError
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils import migration as m
 
+from .kubevirt_fakes import FakeCluster, failed, kubevirt_cr, launcher, node, ran, vmi, vmim, wire
 
-def vmim(rv, phase=None, name="mig"):
-    obj = {"metadata": {"name": name, "resourceVersion": str(rv), "creationTimestamp": "2025-01-01T00:00:00Z"},
-           "status": {}}
-    if phase:
-        obj["status"]["phase"] = phase
-        obj["status"]["phaseTransitionTimestamps"] = [
-            {"phase": phase, "phaseTransitionTimestamp": "2025-01-01T00:00:12Z"}]
+NODES = [node("n1", {"zone": "a"}), node("n2", {"zone": "b"}), node("n3", {"zone": "b"}, cordoned=True),
+         node("n4", {"zone": "c"}, taints=[{"key": "gpu", "value": "yes", "effect": "NoSchedule"}])]
+
+
+def params(**overrides):
+    base = dict(name="web", namespace="ns", state="present", target_node=None, added_node_selector={},
+                strategy="auto", wait=True, wait_timeout=600, on_timeout="fail", unschedulable_timeout=None)
+    base.update(overrides)
+    return base
+
+
+def cluster(the_vmi=None, **kwargs):
+    the_vmi = the_vmi or vmi("web", "n1")
+    kwargs.setdefault("nodes", NODES)
+    kwargs.setdefault("pods", [launcher(the_vmi)])
+    kwargs.setdefault("cr", kubevirt_cr())
+    kwargs.setdefault("vms", [{"metadata": {"name": the_vmi["metadata"]["name"], "namespace": "ns"},
+                               "spec": {"template": {"spec": {}}}}])
+    return FakeCluster(vmis=[the_vmi], **kwargs)
+
+
+def run(fake, check_mode=False, **overrides):
+    return ran(m.Migration, fake, params(**overrides), check_mode)
+
+
+def failing(fake, check_mode=False, **overrides):
+    return failed(m.Migration, fake, params(**overrides), check_mode)
+
+
+def in_flight_vmim(selector, annotate=True, name="theirs"):
+    obj = {"metadata": {"name": name, "namespace": "ns", "uid": "uid-" + name,
+                        "creationTimestamp": "2026-01-01T00:00:00Z", "annotations": {}},
+           "spec": {"vmiName": "web", "addedNodeSelector": selector}, "status": {"phase": "Running"}}
+    if annotate:
+        obj["metadata"]["annotations"][m.SELECTOR_ANNOTATION] = json.dumps(selector)
     return obj
 
 
-class FakeCustom:
-    def __init__(self, gets):
-        self.gets = list(gets)
-        self.get_calls = 0
-
-    def get_namespaced_custom_object(self, *args):
-        self.get_calls += 1
-        item = self.gets.pop(0) if len(self.gets) > 1 else self.gets[0]
-        if isinstance(item, Exception):
-            raise item
-        return item
-
-    def list_namespaced_custom_object(self, *args, **kwargs):
-        raise AssertionError("the watch is faked")
-
-
-class FakeWatch:
-    """Each instance plays one script: a list of events or exceptions."""
-
-    def __init__(self, scripts, log):
-        self.script = scripts.pop(0)
-        self.log = log
-
-    def stream(self, func, *args, **kwargs):
-        self.log.append(kwargs.get("resource_version"))
-        for item in self.script:
-            if isinstance(item, Exception):
-                raise item
-            yield item
-
-    def stop(self):
-        pass
-
-
-def watcher(custom, scripts, log):
-    clock = {"t": 0.0}
-
-    def sleep(seconds):
-        clock["t"] += seconds
-    return m.ObjectWatcher(custom, "ns", "mig", watch_factory=lambda: FakeWatch(scripts, log), sleep=sleep,
-                           clock=lambda: clock["t"])
-
-
-def ev(etype, obj):
-    return {"type": etype, "raw_object": obj, "object": obj}
-
-
-def test_already_final_needs_no_watch():
-    log = []
-    w = watcher(FakeCustom([vmim(5, "Succeeded")]), [], log)
-    assert w.wait(10)["status"]["phase"] == "Succeeded"
-    assert log == []
-
-
-def test_resumes_from_last_resource_version_after_disconnect_and_410():
-    log = []
-    scripts = [
-        [ev("MODIFIED", vmim(11, "Scheduling")), ProtocolError("connection reset")],   # API server goes away
-        [ApiException(status=503)],                                                    # comes back slowly
-        [ev("ERROR", {"kind": "Status", "code": 410})],                                # watch cache lost
-        [ev("BOOKMARK", vmim(40)), ev("MODIFIED", vmim(41, "Running")), ev("MODIFIED", vmim(42, "Succeeded"))],
-    ]
-    custom = FakeCustom([vmim(10, "Pending"), vmim(20, "Scheduled"), vmim(30, "Scheduled"), vmim(39, "Running")])
-    w = watcher(custom, scripts, log)
-    final = w.wait(60)
-    assert final["metadata"]["resourceVersion"] == "42" and final["status"]["phase"] == "Succeeded"
-    # first watch from the initial GET; after each failure a fresh GET (re-list) gives the resume point
-    assert log == ["10", "20", "30", "39"]
-    assert w.reconnects == 2 and custom.get_calls == 4
-
-
-def test_a_normally_ended_stream_is_resumed_without_a_get():
-    log = []
-    scripts = [[ev("MODIFIED", vmim(11, "Running"))], [ev("MODIFIED", vmim(12, "Failed"))]]
-    custom = FakeCustom([vmim(10, "Pending")])
-    w = watcher(custom, scripts, log)
-    assert w.wait(60)["status"]["phase"] == "Failed"
-    assert log == ["10", "11"] and custom.get_calls == 1
-
-
-def test_deleted_returns_none():
-    log = []
-    w = watcher(FakeCustom([vmim(10, "Pending")]), [[ev("DELETED", vmim(11, "Running"))]], log)
-    assert w.wait(60) is None and w.deleted
-
-
-def test_connection_errors_until_the_deadline_raise_timeout_with_last_seen():
-    log = []
-    custom = FakeCustom([vmim(10, "Running"), ConnectionRefusedError("refused")])
-    scripts = [[ProtocolError("cut")]]
-    w = watcher(custom, scripts, log)
-    with pytest.raises(m.WaitTimeout) as info:
-        w.wait(3)
-    assert info.value.last["status"]["phase"] == "Running"
-
-
-def test_other_api_errors_propagate():
-    log = []
-    w = watcher(FakeCustom([vmim(10, "Running")]), [[ApiException(status=403)]], log)
-    with pytest.raises(ApiException):
-        w.wait(3)
+# --- the VMIM and its result (moved from the watch's tests) -------------------------------------------------
 
 
 def test_manifest_summary_duration_and_failure_reason():
@@ -145,3 +75,255 @@ def test_manifest_summary_duration_and_failure_reason():
             return [{"type": "Normal", "reason": "SuccessfulCreate", "message": "x"},
                     {"type": "Warning", "reason": "migrationTargetPodUnschedulable", "message": "no fit"}]
     assert m.failure_reason(vmim(5, "Failed"), Reader()) == "migrationTargetPodUnschedulable: no fit"
+
+
+def test_selector_of_prefers_the_annotation_then_the_spec():
+    assert m.selector_of(in_flight_vmim({"zone": "b"})) == {"zone": "b"}
+    assert m.selector_of(in_flight_vmim({"zone": "b"}, annotate=False)) == {"zone": "b"}
+    unannotated_spec = in_flight_vmim({}, annotate=False)
+    unannotated_spec["metadata"]["annotations"][m.SELECTOR_ANNOTATION] = json.dumps({"cpu": "fast"})
+    assert m.selector_of(unannotated_spec) == {"cpu": "fast"}          # vm_node_selector: the spec is empty
+    broken = in_flight_vmim({"zone": "b"}, annotate=False)
+    broken["metadata"]["annotations"][m.SELECTOR_ANNOTATION] = "{not json"
+    assert m.selector_of(broken) == {"zone": "b"}
+
+
+# --- preflight: what KubeVirt would refuse, before any write ---------------------------------------------------
+
+
+@pytest.mark.parametrize("the_vmi, fragment", [
+    (vmi("web", "n1", phase="Scheduling"), "VirtualMachineInstance ns/web is Scheduling, not Running"),
+    (vmi("web", "n1", migratable="DisksNotLiveMigratable"),
+     "VirtualMachineInstance ns/web is not live-migratable: DisksNotLiveMigratable: cannot migrate VMI"),
+    (vmi("web", "n1", migratable=None), "no LiveMigratable condition yet"),
+    (vmi("web", "n1", node_selector={"zone": "a"}),
+     "the VMI's own nodeSelector sets zone=a; KubeVirt keeps the VMI's value on a key collision, so the "
+     "requested zone=b would be ignored"),
+])
+def test_preflight_refusals_write_nothing(the_vmi, fragment):
+    fake = cluster(the_vmi)
+    _engine, msg = failing(fake, added_node_selector={"zone": "b"})
+    assert fragment in msg
+    assert fake.writes == []
+
+
+def test_the_reasons_read_the_same_in_both_modules():
+    assert m.not_running(vmi("web", "n1")) is None and m.not_live_migratable(vmi("web", "n1")) is None
+    assert m.not_running(vmi("web", "n1", phase=None)) == \
+        "without a phase, not Running: only a running VMI can migrate"
+    assert m.selector_conflict(vmi("web", "n1", node_selector={"zone": "a"}), {"zone": "a"}) is None
+
+
+def test_no_candidate_names_the_nearest_nodes_and_why():
+    fake = cluster()
+    engine, msg = failing(fake, added_node_selector={"zone": "c"})
+    assert "no node can take VirtualMachineInstance ns/web" in msg
+    assert "n4: untolerated taint gpu=yes:NoSchedule" in msg
+    assert engine.result["candidates"] == []
+    rejected = dict((r["name"], r["reasons"]) for r in engine.result["rejected"])
+    assert rejected["n1"][0] == "the source node (the VMI runs there)"
+    assert any("cordoned" in r for r in rejected["n3"])
+    assert fake.writes == []
+
+
+def test_check_mode_plans_and_writes_nothing():
+    fake = cluster()
+    engine = run(fake, check_mode=True, added_node_selector={"zone": "b"})
+    assert engine.result["changed"] is True and engine.result["candidates"] == ["n2"]
+    assert engine.result["node_checks"] == "done" and engine.result["strategy"] == "added_node_selector"
+    assert engine.result["migration"] is None and fake.writes == []
+
+
+def test_free_resources_are_checked_on_the_launcher_pod():
+    small = [node("n1"), node("n2", cpu="500m")]
+    engine, msg = failing(cluster(nodes=small), target_node="n2")
+    assert "insufficient cpu: needs 1, 500m free of 500m allocatable" in msg
+    assert engine.result["node_checks"] == "done"
+
+
+def test_unreadable_nodes_skip_the_node_checks_with_a_warning():
+    fake = cluster(forbidden={"nodes"})
+    engine = run(fake, target_node="n2")
+    assert engine.result["node_checks"].startswith("skipped: cannot list nodes (403 Forbidden")
+    assert any("cannot list nodes" in w and "node checks are skipped" in w for w in engine.warnings)
+    assert engine.result["target_node"] == "n2"
+
+
+def test_unreadable_pods_skip_the_resource_check_only():
+    engine = run(cluster(forbidden={"active_pods"}), target_node="n2")
+    assert engine.result["node_checks"] == "done without the resource check"
+    assert any("cannot list pods" in w for w in engine.warnings)
+    assert engine.result["candidates"] == ["n2"]
+
+
+def test_an_unreadable_vmi_skips_the_vmi_checks_and_still_migrates():
+    fake = cluster(forbidden={"get_" + m.VMIS})
+    engine = run(fake, target_node="n2")
+    assert any("cannot read VirtualMachineInstance ns/web" in w and "skipped" in w for w in engine.warnings)
+    assert engine.result["node_checks"] == "skipped: the VMI cannot be read"
+    assert engine.result["changed"] is True and engine.result["source_node"] == "n1"   # from migrationState
+    assert engine.result["target_node"] == "n2"
+
+
+def test_a_missing_vmi_is_an_error():
+    fake = cluster()
+    _engine, msg = failing(fake, name="nope")
+    assert "VirtualMachineInstance ns/nope not found" in msg
+
+
+# --- idempotency and attaching ---------------------------------------------------------------------------------
+
+
+def test_already_on_a_matching_node_changes_nothing():
+    fake = cluster()
+    engine = run(fake, added_node_selector={"zone": "a"})
+    assert engine.result["changed"] is False and engine.result["target_node"] == "n1"
+    assert engine.result["node_checks"] == "not needed: the VMI already runs on a matching node"
+    assert fake.writes == []
+
+
+def test_already_there_by_hostname_even_when_nodes_are_unreadable():
+    fake = cluster(forbidden={"node"})
+    engine = run(fake, target_node="n1")
+    assert engine.result["changed"] is False and engine.warnings == []
+    engine = run(fake, added_node_selector={"zone": "b"}, check_mode=True)
+    assert any("cannot tell whether the VMI is already on a matching node" in w for w in engine.warnings)
+    assert engine.result["changed"] is True and engine.result["candidates"] == ["n2"]
+
+
+def test_attaches_to_a_migration_in_flight_with_the_same_selector():
+    fake = cluster(vmims=[in_flight_vmim({"kubernetes.io/hostname": "n2"})])
+    engine = run(fake, target_node="n2")
+    assert engine.result["attached"] is True and engine.result["changed"] is True
+    assert engine.result["migration"]["name"] == "theirs" and engine.result["migration"]["phase"] == "Succeeded"
+    assert engine.result["target_node"] == "n2"
+    assert [w for w in fake.writes if w[0] == "create"] == []
+
+
+def test_attach_in_check_mode_writes_nothing():
+    fake = cluster(vmims=[in_flight_vmim({"kubernetes.io/hostname": "n2"})])
+    engine = run(fake, check_mode=True, target_node="n2")
+    assert engine.result["attached"] is True and engine.result["changed"] is True
+    assert engine.result["migration"]["phase"] == "Running" and fake.writes == []
+
+
+def test_a_migration_in_flight_for_another_selector_is_named():
+    fake = cluster(vmims=[in_flight_vmim({"zone": "c"})])
+    _engine, msg = failing(fake, added_node_selector={"zone": "b"})
+    assert "another migration of ns/web is in flight: VMIM theirs (phase Running, selector {'zone': 'c'})" in msg
+    assert fake.writes == []
+
+
+# --- capabilities and the strategies -------------------------------------------------------------------------
+
+
+def test_old_kubevirt_fails_before_any_write_naming_the_version():
+    fake = cluster(cr=kubevirt_cr("v1.5.3"))
+    engine, msg = failing(fake, target_node="n2")
+    assert "v1.5.3" in msg and "1.6.0" in msg and "strategy=vm_node_selector" in msg
+    assert engine.result["kubevirt"]["added_node_selector"] is False and fake.writes == []
+
+
+def test_unknown_support_fails_with_auto_and_warns_otherwise():
+    fake = cluster(forbidden={"kubevirt_cr"})
+    _engine, msg = failing(fake, target_node="n2")
+    assert "strategy=auto cannot tell" in msg and "cannot read the KubeVirt CR" in msg
+    engine = run(fake, target_node="n2", strategy="added_node_selector")
+    assert any("support for spec.addedNodeSelector is unknown" in w for w in engine.warnings)
+    assert engine.result["kubevirt"]["parallel_migrations_per_cluster"] == 5
+
+
+def test_a_dropped_added_node_selector_deletes_the_vmim_at_once():
+    fake = cluster(forbidden={"kubevirt_cr"}, prune_added_node_selector=True, openapi=True)
+    engine, msg = failing(fake, target_node="n2")
+    assert "the API server dropped spec.addedNodeSelector" in msg and "the VMIM was deleted" in msg
+    name = engine.result["migration"]["name"]
+    assert fake.writes == [("create", m.VMIMS, name), ("delete", m.VMIMS, name)]
+    assert fake.vmims() == []
+
+
+def test_vm_node_selector_goes_through_the_vm_and_restores_it():
+    fake = cluster(cr=kubevirt_cr("v1.5.3"))
+    fake.objects[(m.VMS, "ns", "web")]["spec"]["template"]["spec"]["nodeSelector"] = {"keep": "me"}
+    engine = run(fake, target_node="n2", strategy="vm_node_selector")
+    assert engine.result["target_node"] == "n2" and engine.result["strategy"] == "vm_node_selector"
+    assert engine.result["vm_node_selector"] == {"original": {"keep": "me"}, "restored": True,
+                                                 "vmi_patched_directly": False}
+    assert fake.objects[(m.VMS, "ns", "web")]["spec"]["template"]["spec"]["nodeSelector"] == {"keep": "me"}
+    [created] = fake.vmims()
+    assert "addedNodeSelector" not in created["spec"]
+    assert m.selector_of(created) == {"kubernetes.io/hostname": "n2"}
+
+
+# --- creating, waiting, the result ---------------------------------------------------------------------------------
+
+
+def test_a_migration_end_to_end_and_its_result():
+    fake = cluster()
+    engine = run(fake, target_node="n2", unschedulable_timeout=30)
+    result = engine.result
+    assert (result["changed"], result["source_node"], result["target_node"]) == (True, "n1", "n2")
+    assert result["migration"]["phase"] == "Succeeded" and result["duration_seconds"] == 7.0
+    assert result["migration"]["source_node"] == "n1" and result["migration"]["target_node"] == "n2"
+    [created] = fake.vmims()
+    assert created["spec"]["addedNodeSelector"] == {"kubernetes.io/hostname": "n2"}
+    assert created["metadata"]["annotations"] == {
+        "kubevirt.io/migrationUnschedulablePodTimeoutSeconds": "30",
+        m.SELECTOR_ANNOTATION: json.dumps({"kubernetes.io/hostname": "n2"})}
+    assert created["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "vmsched.kubevirt"}
+
+
+def test_without_wait_the_module_returns_once_the_vmim_exists():
+    fake = cluster()
+    engine = run(fake, added_node_selector={"zone": "b"}, wait=False)
+    assert engine.result["changed"] is True and engine.result["migration"]["phase"] is None
+    assert engine.result["target_node"] is None
+
+
+def test_ended_fills_the_gaps_of_a_late_migration_state_from_the_vmi():
+    fake = cluster()
+    migrator = wire(m.VmiMigrator(fake, [].append), fake)
+    created = migrator.create("ns", "web", {"kubernetes.io/hostname": "n2"})
+    ended = fake.end(fake.objects[(m.VMIMS, "ns", created["metadata"]["name"])])
+    del ended["status"]["migrationState"]                         # not copied to the VMIM yet
+    out = migrator.ended(ended)
+    assert out["target_node"] == "n2" and out["phase"] == "Succeeded" and out["failure_reason"] is None
+    assert (out["migration"]["source_node"], out["migration"]["target_node"]) == ("n1", "n2")
+    assert migrator.ended(ended, vmi_readable=False)["migration"]["source_node"] is None
+
+
+@pytest.mark.parametrize("reason, expected", [("LibvirtSaysNo", "LibvirtSaysNo"),
+                                              (None, "FailedMigration: target pod unschedulable")])
+def test_a_failed_migration_reports_the_reason(reason, expected):
+    fake = cluster(fail={"web": reason})
+    engine, msg = failing(fake, target_node="n2")
+    assert engine.result["failure_reason"] == expected and expected in msg
+    assert "migration ns/web-migration-" in msg and "of web failed" in msg
+    assert engine.result["migration"]["phase"] == "Failed" and engine.result["duration_seconds"] == 7.0
+
+
+@pytest.mark.parametrize("on_timeout, left, fragment", [("cancel", 0, "it was cancelled"),
+                                                        ("fail", 1, "it is still running")])
+def test_wait_timeout_cancels_or_leaves_the_migration(on_timeout, left, fragment):
+    fake = cluster(stuck={"web"})
+    engine, msg = failing(fake, target_node="n2", wait_timeout=30, on_timeout=on_timeout)
+    assert "did not finish within 30s" in msg and fragment in msg
+    assert len(fake.vmims()) == left and engine.result["changed"] is True
+
+
+# --- state=absent ------------------------------------------------------------------------------------------------------
+
+
+def test_absent_cancels_every_migration_in_flight():
+    fake = cluster(vmims=[in_flight_vmim({"zone": "b"}), in_flight_vmim({"zone": "c"}, name="older")])
+    engine = run(fake, state="absent", wait=False)
+    assert engine.result["changed"] is True
+    assert sorted(w for w in fake.writes) == [("delete", m.VMIMS, "older"), ("delete", m.VMIMS, "theirs")]
+    assert run(fake, state="absent").result["changed"] is False
+
+
+def test_absent_in_check_mode_writes_nothing():
+    fake = cluster(vmims=[in_flight_vmim({"zone": "b"})])
+    engine = run(fake, state="absent", check_mode=True)
+    assert engine.result["changed"] is True and engine.result["migration"]["name"] == "theirs"
+    assert fake.writes == []

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for MigrationBatch (plugins/module_utils/migration.py): bounded concurrency, one watch."""
+"""Unit tests for MigrationBatch (plugins/module_utils/evacuation.py): bounded concurrency, one watch."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -8,7 +8,8 @@ __metaclass__ = type
 
 from urllib3.exceptions import ProtocolError
 
-from ansible_collections.vmsched.kubevirt.plugins.module_utils import migration as m
+from ansible_collections.vmsched.kubevirt.plugins.module_utils import evacuation as m
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.migration import vmim_manifest
 
 
 class FakeCluster:
@@ -90,7 +91,7 @@ def creator(cluster):
     def create(job):
         if job["name"] == "refused":
             raise m.BatchError("KubeVirt refused the migration: no")
-        body = m.vmim_manifest(job["name"], labels={"run": "r1"})
+        body = vmim_manifest(job["name"], labels={"run": "r1"})
         body["metadata"]["annotations"] = {"node": job["source_node"]}
         return cluster.create_namespaced_custom_object("kubevirt.io", "v1", "ns", "x", body)
     return create

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for plugins/module_utils/placement.py."""
+"""Unit tests for plugins/module_utils/node_fit.py."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -8,7 +8,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.vmsched.kubevirt.plugins.module_utils import placement as p
+from ansible_collections.vmsched.kubevirt.plugins.module_utils import node_fit as p
 
 
 def node(name, labels=None, taints=None, unschedulable=False, allocatable=None):

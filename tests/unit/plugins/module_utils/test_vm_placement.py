@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for the planning parts of plugins/modules/vm_placement.py."""
+"""Unit tests for the planning parts of plugins/module_utils/vm_placement.py."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -11,7 +11,9 @@ import json
 
 import pytest
 
-from ansible_collections.vmsched.kubevirt.plugins.modules import vm_placement as vp
+from ansible_collections.vmsched.kubevirt.plugins.module_utils import vm_placement as vp
+
+from .kubevirt_fakes import apply
 
 
 def params(**overrides):
@@ -26,19 +28,6 @@ def vm(spec=None, annotations=None, template_annotations=None):
     return {"metadata": {"name": "vm", "namespace": "ns", "resourceVersion": "7", "annotations": annotations or {}},
             "spec": {"template": {"metadata": {"annotations": template_annotations or {}},
                                   "spec": dict({"domain": {"devices": {}}}, **(spec or {}))}}}
-
-
-def apply(obj, patch):
-    """RFC 7386 merge patch, as the API server applies it."""
-    if not isinstance(patch, dict):
-        return patch
-    result = dict(obj) if isinstance(obj, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = apply(result.get(key), value)
-    return result
 
 
 def converge(obj, p):

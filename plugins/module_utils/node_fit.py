@@ -1,11 +1,13 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Which nodes could take a VMI: pure functions over API objects as plain dicts.
+"""Node fitting: which nodes could take a VMI's (migration target) launcher pod, as kube-scheduler decides it.
+
+Pure functions over API objects as plain dicts.
 
 Private to this collection (no stability promise to other collections).
 
-Objects are the API server's JSON (camelCase keys), e.g. from
-``ApiClient.sanitize_for_serialization`` or the dynamic client's ``to_dict()``.
+Objects are the API server's JSON (camelCase keys), as module_utils/cluster_reader.py
+returns them.
 Every check returns a list of human-readable reasons why a node is rejected;
 an empty list means the node fits. The checks mirror kube-scheduler's filters
 that matter for a live-migration target pod (NodeUnschedulable, NodeAffinity,
@@ -20,7 +22,6 @@ __metaclass__ = type
 import re
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
-SCHEDULABLE_LABEL = "kubevirt.io/schedulable"
 CORDON_TAINT = "node.kubernetes.io/unschedulable"
 
 _SUFFIXES = {
@@ -283,8 +284,8 @@ def evaluate_node(node, scheduling, added_selector=None, source_node=None, reque
     """Reasons one node cannot take the migration target pod; [] when it fits.
 
     scheduling: the pod-level constraints, a dict with nodeSelector, affinity and
-    tolerations (the source launcher pod's spec is the most faithful source, as it
-    carries KubeVirt's own additions such as kubevirt.io/schedulable).
+    tolerations (kubevirt.launcher_scheduling builds them from the VMI as KubeVirt
+    builds a target pod's, with its own additions such as kubevirt.io/schedulable).
     requests: the target pod's requests in base units (pod_requests of the launcher pod),
     or None to skip the resource check. usage: node_usage() of the cluster's pods.
     """

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for the summarizing parts of plugins/modules/scheduling_info.py."""
+"""Unit tests for the summarizing parts of plugins/module_utils/scheduling_report.py (scheduling_info)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -9,7 +9,7 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import Capabilities
-from ansible_collections.vmsched.kubevirt.plugins.modules import scheduling_info as si
+from ansible_collections.vmsched.kubevirt.plugins.module_utils import scheduling_report as si
 
 
 def node(name, cpu="4", memory="8Gi", schedulable=True, cordoned=False, images=()):

@@ -1,0 +1,148 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one read path of this collection's modules: VMs, VMIs, VMIMs, the KubeVirt CR, nodes, pods, events,
+Deployments and the server version.
+
+Private to this collection. Objects come back as the API's JSON (plain dicts, camelCase keys), decoded
+straight from the response (no model objects: 5,000 pods stay cheap); a GET of something that does not
+exist returns None. Lists are paged (``limit`` and ``continue``, PAGE_SIZE items a page) unless the reader
+is made with ``page_size=None``, which reads each list in one call. Errors propagate as ApiException;
+module_utils/api_errors.py says what a module makes of them.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+
+try:
+    from kubernetes import client as k8s_client
+except ImportError:  # reported by AnsibleK8SModule's requirement check
+    k8s_client = None
+
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import ApiException, is_status
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
+    GROUP,
+    KUBEVIRTS,
+    VERSION,
+    VMIMS,
+    VMIS,
+    VMS,
+)
+
+PAGE_SIZE = 500
+ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+class ClusterReader:
+    """Reads through one ApiClient. `custom` and `core` are its API objects, also for the engines' writes."""
+
+    def __init__(self, api_client, page_size=PAGE_SIZE):
+        self.api = api_client
+        self.page_size = page_size
+        self.custom = k8s_client.CustomObjectsApi(api_client)
+        self.core = k8s_client.CoreV1Api(api_client)
+        self.apps = k8s_client.AppsV1Api(api_client)
+
+    # --- the two ways of reading ------------------------------------------------------------------------
+
+    def _get(self, call, *args):
+        try:
+            return json.loads(call(*args, _preload_content=False).data)
+        except ApiException as exc:
+            if is_status(exc, 404):
+                return None
+            raise
+
+    def _list(self, call, *args, **kwargs):
+        """Every item of a list call, page by page."""
+        items, token = [], None
+        while True:
+            page = dict(kwargs, _preload_content=False)
+            if self.page_size:
+                page["limit"] = self.page_size
+            if token:
+                page["_continue"] = token
+            data = json.loads(call(*args, **page).data)
+            items.extend(data.get("items") or [])
+            token = (data.get("metadata") or {}).get("continue")
+            if not token or not self.page_size:
+                return items
+
+    def _list_kubevirt(self, plural, namespace=None, label_selector=None):
+        kwargs = {"label_selector": label_selector} if label_selector else {}
+        if namespace:
+            return self._list(self.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, plural, **kwargs)
+        return self._list(self.custom.list_cluster_custom_object, GROUP, VERSION, plural, **kwargs)
+
+    # --- KubeVirt -----------------------------------------------------------------------------------------
+
+    def get_vm(self, namespace, name):
+        return self._get(self.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, VMS, name)
+
+    def get_vmi(self, namespace, name):
+        return self._get(self.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, VMIS, name)
+
+    def get_vmim(self, namespace, name):
+        return self._get(self.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, VMIMS, name)
+
+    def list_vms(self, namespace=None, label_selector=None):
+        """VMs of a namespace, or of all namespaces (namespace None)."""
+        return self._list_kubevirt(VMS, namespace, label_selector)
+
+    def list_vmis(self, namespace=None, label_selector=None):
+        return self._list_kubevirt(VMIS, namespace, label_selector)
+
+    def list_vmims(self, namespace=None, vmi_name=None):
+        """VMIMs, oldest first; of one VMI by spec.vmiName (the label is only set by virt-api's mutator)."""
+        items = self._list_kubevirt(VMIMS, namespace)
+        if vmi_name is not None:
+            items = [m for m in items if (m.get("spec") or {}).get("vmiName") == vmi_name]
+        items.sort(key=lambda m: ((m.get("metadata") or {}).get("creationTimestamp") or ""))
+        return items
+
+    def kubevirt_cr(self):
+        """The KubeVirt CR (the first one found in any namespace), or None when there is none."""
+        items = self._list_kubevirt(KUBEVIRTS)
+        return items[0] if items else None
+
+    def openapi_has_added_node_selector(self):
+        """Whether the served VMIM schema knows spec.addedNodeSelector (OpenAPI v3; readable by any user)."""
+        response = self.api.call_api("/openapi/v3/apis/kubevirt.io/v1", "GET", auth_settings=["BearerToken"],
+                                     _preload_content=False, _return_http_data_only=True)
+        data = json.loads(response.data)
+        schemas = ((data.get("components") or {}).get("schemas")) or {}
+        for key, schema in schemas.items():
+            if key.endswith("VirtualMachineInstanceMigration"):
+                spec = ((schema.get("properties") or {}).get("spec")) or {}
+                return "addedNodeSelector" in (spec.get("properties") or {})
+        return None
+
+    # --- Kubernetes -----------------------------------------------------------------------------------------
+
+    def server_version(self):
+        return k8s_client.VersionApi(self.api).get_code().git_version
+
+    def nodes(self):
+        return self._list(self.core.list_node)
+
+    def node(self, name):
+        return self._get(self.core.read_node, name)
+
+    def active_pods(self):
+        """Pods of all namespaces that are neither Succeeded nor Failed."""
+        return self._list(self.core.list_pod_for_all_namespaces, field_selector=ACTIVE_PODS)
+
+    def deployments(self):
+        return self._list(self.apps.list_deployment_for_all_namespaces)
+
+    def events_for(self, namespace, kind, name, uid=None):
+        """Events about one object, oldest first."""
+        selector = "involvedObject.kind=%s,involvedObject.name=%s" % (kind, name)
+        events = self._list(self.core.list_namespaced_event, namespace, field_selector=selector)
+        if uid:
+            events = [e for e in events if ((e.get("involvedObject") or {}).get("uid") in (None, uid))]
+        events.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or
+                    (e.get("metadata") or {}).get("creationTimestamp") or "")
+        return events

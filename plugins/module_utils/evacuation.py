@@ -1,0 +1,487 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Evacuations: many VMIs migrated with bounded concurrency (vmi_evacuation's engine).
+
+Private to this collection. Each VMI is migrated as vmi_migration migrates one (VmiMigrator in
+migration.py: the same checks before any write, the same VMIM, the same result); this module
+adds which VMIs (selection, and those already in place), in what order, where (target_nodes
+spread), how many at once (KubeVirt's limits, MigrationBatch), cordoning, and the summary.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import time
+import uuid
+
+from ansible_collections.vmsched.kubevirt.plugins.module_utils import node_fit
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import (
+    ApiException,
+    KubeVirtError,
+    api_error_message,
+    unless_forbidden,
+)
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
+    GROUP,
+    VERSION,
+    VMIMS,
+    in_flight,
+    is_final,
+    phase,
+)
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.migration import (
+    VmiMigrator,
+    cancel_vmim,
+    not_live_migratable,
+    not_running,
+    selector_conflict,
+    summarize,
+)
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.watch import (
+    EXPIRED,
+    SYNCED,
+    WATCH_WINDOW_SECONDS,
+    ResumableWatch,
+)
+
+RUN_LABEL = "vmsched.kubevirt.io/evacuation-run"
+_UNREADABLE = object()
+
+
+class BatchError(KubeVirtError):
+    """A job that could not start (the create callback raises it, or any KubeVirtError, with a message for the user)."""
+
+
+class MigrationBatch:
+    """Runs many migrations with bounded concurrency, following all of them through ONE watch.
+
+    At most `limit` VMIMs of this batch are in flight at any time, and at most `per_node` from one source node
+    (KubeVirt's parallelMigrationsPerCluster and parallelOutboundMigrationsPerNode, or lower). A VMIM is in flight
+    from its creation until the batch sees it Succeeded, Failed or deleted. Every VMIM the batch creates must carry
+    the label `label_selector` names (a per-run label): the watch is a list+watch on that selector (a
+    ResumableWatch, re-listed after 410 Gone or a transient error). A migration still in flight after `timeout`
+    seconds (from its creation) is cancelled (its VMIM deleted) and counted as failed.
+
+    jobs: dicts with at least "namespace" and "source_node"; the batch adds "vmim" (last seen), "outcome"
+    (Succeeded, Failed, Deleted, TimedOut, NotCreated, NotStarted), "error", "started" and "ended" (monotonic).
+    create(job) -> the created VMIM; it raises KubeVirtError or ApiException when the VMIM cannot be created.
+    """
+
+    def __init__(self, custom, label_selector, limit, per_node, timeout, namespace=None, stop_on_failure=False,
+                 watch_factory=None, sleep=time.sleep, clock=time.monotonic):
+        self.custom = custom
+        self.label_selector = label_selector
+        self.limit = max(1, int(limit))
+        self.per_node = max(1, int(per_node))
+        self.timeout = timeout
+        self.namespace = namespace
+        self.stop_on_failure = stop_on_failure
+        self.clock = clock
+        if namespace:
+            call, args = custom.list_namespaced_custom_object, (GROUP, VERSION, namespace, VMIMS)
+        else:
+            call, args = custom.list_cluster_custom_object, (GROUP, VERSION, VMIMS)
+        self.watch = ResumableWatch(call, args, {"label_selector": label_selector}, watch_factory, sleep)
+        self.peak = 0
+        self.stopped = False      # stop_on_failure tripped
+        self._inflight = {}
+        self._on_node = {}
+        self._queue = []
+
+    @property
+    def watches(self):
+        """Watch streams opened (one at a time; renewed after a window or an error)."""
+        return self.watch.streams
+
+    @property
+    def relists(self):
+        return self.watch.resyncs
+
+    @property
+    def reconnects(self):
+        return self.watch.reconnects
+
+    # --- the run's VMIMs ------------------------------------------------------------------------------------
+
+    def _relist(self):
+        """LIST the run's VMIMs: settle the in-flight ones that ended meanwhile; the resourceVersion to watch from."""
+        result = self.watch.list_call(*self.watch.list_args, label_selector=self.label_selector)
+        seen = {}
+        for item in result.get("items") or []:
+            meta = item.get("metadata") or {}
+            seen[(meta.get("namespace"), meta.get("name"))] = item
+        for key in list(self._inflight):
+            item = seen.get(key)
+            if item is None:
+                self._finish(key, None, "Deleted")
+            else:
+                self._observe(key, item)
+        return (result.get("metadata") or {}).get("resourceVersion"), None
+
+    def _observe(self, key, obj):
+        job = self._inflight.get(key)
+        if job is None:
+            return
+        job["vmim"] = obj
+        if is_final(obj):
+            self._finish(key, obj, phase(obj))
+
+    def _remaining(self):
+        """Seconds until the first in-flight migration's deadline."""
+        if not self._inflight:
+            return WATCH_WINDOW_SECONDS
+        return min(job["deadline"] for job in self._inflight.values()) - self.clock()
+
+    # --- bookkeeping ------------------------------------------------------------------------------------------
+
+    def _finish(self, key, obj, outcome, error=None):
+        job = self._inflight.pop(key)
+        self._on_node[job["source_node"]] -= 1
+        if obj is not None:
+            job["vmim"] = obj
+        job["outcome"] = outcome
+        job["error"] = error
+        job["ended"] = self.clock()
+        if outcome != "Succeeded" and self.stop_on_failure:
+            self.stopped = True
+
+    def _next_job(self):
+        for job in self._queue:
+            if self._on_node.get(job["source_node"], 0) < self.per_node:
+                return job
+        return None
+
+    def _fill(self, create):
+        while self._queue and not self.stopped and len(self._inflight) < self.limit:
+            job = self._next_job()
+            if job is None:
+                return
+            self._queue.remove(job)
+            job["started"] = self.clock()
+            try:
+                vmim = create(job)
+            except (KubeVirtError, ApiException) as exc:
+                job["outcome"] = "NotCreated"
+                job["error"] = api_error_message(exc) if isinstance(exc, ApiException) else str(exc)
+                job["ended"] = self.clock()
+                if self.stop_on_failure:
+                    self.stopped = True
+                continue
+            meta = vmim.get("metadata") or {}
+            key = (meta.get("namespace") or job["namespace"], meta.get("name"))
+            job["vmim"] = vmim
+            job["deadline"] = job["started"] + self.timeout
+            self._inflight[key] = job
+            self._on_node[job["source_node"]] = self._on_node.get(job["source_node"], 0) + 1
+            self.peak = max(self.peak, len(self._inflight))
+
+    def _expire(self):
+        now = self.clock()
+        for key, job in list(self._inflight.items()):
+            if now >= job["deadline"]:
+                try:
+                    cancel_vmim(self.custom, key[0], key[1])
+                    error = "did not finish within %ss; the VMIM was deleted (KubeVirt aborts the migration)" \
+                        % self.timeout
+                except ApiException as exc:
+                    error = "did not finish within %ss; deleting the VMIM failed: %s" \
+                        % (self.timeout, api_error_message(exc))
+                self._finish(key, None, "TimedOut", error)
+
+    # --- the loop ---------------------------------------------------------------------------------------------
+
+    def run(self, jobs, create):
+        """Create and follow every job's migration; the first LIST comes before the first create, so the watch
+        sees every change."""
+        self._queue = list(jobs)
+        for job in jobs:
+            job.setdefault("outcome", "NotStarted")
+            job.setdefault("error", None)
+        for etype, obj in self.watch.events(self._relist, self._remaining):
+            if etype == "DELETED":
+                key = ((obj.get("metadata") or {}).get("namespace"), (obj.get("metadata") or {}).get("name"))
+                if key in self._inflight:
+                    self._finish(key, obj, "Deleted")
+            elif etype not in (SYNCED, EXPIRED):
+                meta = obj.get("metadata") or {}
+                self._observe((meta.get("namespace"), meta.get("name")), obj)
+            self._expire()
+            self._fill(create)
+            if not self._inflight:
+                break
+        return jobs
+
+
+# --- vmi_evacuation ---------------------------------------------------------------------------------------------
+
+
+class Evacuation:
+    """vmi_evacuation: every selected VMI off a node, or onto matching nodes (see module_runner.py)."""
+
+    def __init__(self, reader, params, check_mode=False, diff=False):
+        self.reader = reader
+        self.check_mode = check_mode
+        self.p = dict(params)
+        self.p["added_node_selector"] = self.p["added_node_selector"] or {}
+        self.p["target_nodes"] = self.p["target_nodes"] or []
+        self.warnings = []
+        self.m = VmiMigrator(reader, self.warn)
+        self.run_id = uuid.uuid4().hex[:12]
+        self.result = dict(changed=False, vmis=[], cordoned=False, node_checks="not run", kubevirt={},
+                           summary=dict(selected=0, to_migrate=0, migrated=0, failed=0, not_started=0,
+                                        max_parallel=None, max_parallel_per_node=None, peak_in_flight=0,
+                                        makespan_seconds=None, migration_seconds_total=None,
+                                        run_label="%s=%s" % (RUN_LABEL, self.run_id)))
+        self.assigned = {}
+
+    def fail(self, msg):
+        raise KubeVirtError(msg)
+
+    def warn(self, msg):
+        self.warnings.append(msg)
+
+    def selector(self):
+        selector = dict((k, str(v)) for k, v in (self.p["added_node_selector"] or {}).items())
+        if self.p["target_nodes"] and node_fit.HOSTNAME_LABEL in selector:
+            self.fail("target_nodes and %s in added_node_selector exclude each other" % node_fit.HOSTNAME_LABEL)
+        return selector
+
+    # --- which VMIs -------------------------------------------------------------------------------------------
+
+    def select(self):
+        """The VMIs to consider, by namespace and name: not final, not being deleted, on `node` if given."""
+        node = self.p["node"]
+        chosen = []
+        for vmi in self.reader.list_vmis(self.p["namespace"], self.p["label_selector"]):
+            if phase(vmi) in ("Succeeded", "Failed") or (vmi.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            if node and (vmi.get("status") or {}).get("nodeName") != node:
+                continue
+            chosen.append(vmi)
+        chosen.sort(key=lambda v: (v["metadata"]["namespace"], v["metadata"]["name"]))
+        return chosen
+
+    def node_labels(self, name):
+        for node in self.m.nodes or []:
+            if node_fit.node_name(node) == name:
+                return (node.get("metadata") or {}).get("labels") or {}
+        return None
+
+    def in_place(self, vmi, selector):
+        """Without `node`: whether the VMI already runs where the selector and target_nodes want it."""
+        source = (vmi.get("status") or {}).get("nodeName")
+        if self.p["target_nodes"] and source not in self.p["target_nodes"]:
+            return False
+        labels = self.node_labels(source)
+        if labels is None:
+            return not selector
+        return node_fit.matches_selector(labels, selector)
+
+    def entry(self, vmi):
+        meta = vmi["metadata"]
+        for entry in self.result["vmis"]:
+            if (entry["namespace"], entry["name"]) == (meta["namespace"], meta["name"]):
+                return entry
+        entry = dict(namespace=meta["namespace"], name=meta["name"], status="planned",
+                     source_node=(vmi.get("status") or {}).get("nodeName"), target_node=None,
+                     added_node_selector={}, candidates=[], migration=None, duration_seconds=None,
+                     failure_reason=None)
+        self.result["vmis"].append(entry)
+        return entry
+
+    # --- preflight of one VMI -----------------------------------------------------------------------------
+
+    def preflight(self, vmi, selector, vmims):
+        """The VMI's entry with its selector and candidates, or KubeVirtError with the reason it cannot move."""
+        entry = self.entry(vmi)
+        problem = not_running(vmi)
+        if problem:
+            raise KubeVirtError(problem)
+        flying = in_flight([m for m in vmims if (m.get("spec") or {}).get("vmiName") == entry["name"]])
+        if flying:
+            raise KubeVirtError("another migration is in flight: VMIM %s (phase %s)"
+                                % (flying[-1]["metadata"]["name"], phase(flying[-1]) or "none yet"))
+        problem = not_live_migratable(vmi) or selector_conflict(vmi, selector)
+        if problem:
+            raise KubeVirtError(problem)
+        wanted = dict(selector)
+        targets = self.p["target_nodes"]
+        if self.m.nodes is None:
+            if targets:
+                wanted[node_fit.HOSTNAME_LABEL] = self.least_assigned(targets)
+            entry["added_node_selector"] = wanted
+            return entry
+        results = self.m.fit(vmi, selector)[0]
+        fits = node_fit.candidates(results)
+        if targets:
+            fits = [n for n in fits if n in targets]
+        entry["candidates"] = fits
+        if not fits:
+            if targets:
+                results = [r for r in results if r["name"] in targets] or results
+            nearest = node_fit.explain_rejections(results) or "none of target_nodes exists"
+            raise KubeVirtError("no node can take it. Nearest nodes: %s" % nearest)
+        if targets:
+            wanted[node_fit.HOSTNAME_LABEL] = self.least_assigned(fits)
+        entry["added_node_selector"] = wanted
+        return entry
+
+    def least_assigned(self, names):
+        """Of `names`, the node this run has given the fewest VMIs so far (ties: target_nodes order, name)."""
+        targets = self.p["target_nodes"]
+        choice = min(names, key=lambda n: (self.assigned.get(n, 0), targets.index(n) if n in targets else 0, n))
+        self.assigned[choice] = self.assigned.get(choice, 0) + 1
+        return choice
+
+    # --- the run ---------------------------------------------------------------------------------------------
+
+    def limits(self, caps):
+        limit = caps.parallel_per_cluster
+        if self.p["max_parallel"] is not None:
+            if self.p["max_parallel"] < 1:
+                self.fail("max_parallel must be at least 1")
+            limit = min(limit, self.p["max_parallel"])
+        summary = self.result["summary"]
+        summary["max_parallel"] = limit
+        summary["max_parallel_per_node"] = caps.parallel_outbound_per_node
+        return limit
+
+    def cordon_needed(self):
+        """Whether `node` must be cordoned (fails when it does not exist); without cordon only that it exists."""
+        node = self.p["node"]
+        if not node:
+            return False
+
+        def unreadable(why):
+            if self.p["cordon"]:
+                self.fail("cordon=true needs to read and patch node %s: %s" % (node, why))
+        found = unless_forbidden(lambda: self.reader.node(node), unreadable, default=_UNREADABLE)
+        if found is None:
+            self.fail("node %s not found" % node)
+        return self.p["cordon"] and not (found.get("spec") or {}).get("unschedulable")
+
+    def run(self):
+        selector = self.selector()
+        caps = self.m.detect()
+        self.result["kubevirt"] = caps.as_dict()
+        limit = self.limits(caps)
+        summary = self.result["summary"]
+        cordon = self.cordon_needed()
+
+        vmis = self.select()
+        summary["selected"] = len(vmis)
+        if vmis:
+            self.m.read_nodes()
+            self.result["node_checks"] = self.m.node_checks
+        to_move = []
+        for vmi in vmis:
+            if not self.p["node"] and self.in_place(vmi, selector):
+                entry = self.entry(vmi)
+                entry["status"] = "in_place"
+                entry["target_node"] = entry["source_node"]
+                continue
+            to_move.append(vmi)
+        summary["to_migrate"] = len(to_move)
+        if to_move and (selector or self.p["target_nodes"]) and caps.added_node_selector is False:
+            self.fail(self.m.lacks_added_node_selector(
+                "added_node_selector/target_nodes", "Use vmsched.kubevirt.vmi_migration with "
+                "strategy=vm_node_selector per VM, or upgrade KubeVirt."))
+
+        vmims_by_ns = {}
+        jobs = []
+        for vmi in to_move:
+            ns = vmi["metadata"]["namespace"]
+            if ns not in vmims_by_ns:
+                vmims_by_ns[ns] = self.reader.list_vmims(ns)
+            try:
+                entry = self.preflight(vmi, selector, vmims_by_ns[ns])
+            except KubeVirtError as exc:
+                entry = self.entry(vmi)
+                entry["status"] = "failed"
+                entry["failure_reason"] = str(exc)
+                continue
+            jobs.append(dict(namespace=ns, name=entry["name"], source_node=entry["source_node"], entry=entry))
+
+        if self.check_mode:
+            self.result["changed"] = bool(jobs) or cordon
+            return self.verdict()
+        if len(jobs) < len(to_move) and self.p["stop_on_failure"]:
+            for job in jobs:
+                job["entry"]["status"] = "not_started"
+            return self.verdict()
+        if cordon:
+            self.reader.core.patch_node(self.p["node"], {"spec": {"unschedulable": True}})
+            self.result["cordoned"] = True
+            self.result["changed"] = True
+        if jobs:
+            self.migrate(jobs, limit)
+        return self.verdict()
+
+    def create(self, job):
+        """The batch's create: one VMIM as vmi_migration creates it, labelled with this run."""
+        entry = job["entry"]
+        selector = entry["added_node_selector"]
+        vmim = self.m.create(job["namespace"], job["name"], selector, True, self.p["unschedulable_timeout"],
+                             labels={RUN_LABEL: self.run_id})
+        self.result["changed"] = True
+        self.m.check_selector_kept(vmim, selector, "Use vmsched.kubevirt.vmi_migration with "
+                                                   "strategy=vm_node_selector.")
+        entry["migration"] = summarize(vmim)
+        return vmim
+
+    def migrate(self, jobs, limit):
+        namespaces = set(job["namespace"] for job in jobs)
+        batch = MigrationBatch(self.reader.custom, "%s=%s" % (RUN_LABEL, self.run_id), limit,
+                               self.m.caps.parallel_outbound_per_node, self.p["wait_timeout"],
+                               namespace=namespaces.pop() if len(namespaces) == 1 else None,
+                               stop_on_failure=self.p["stop_on_failure"], watch_factory=self.m.watch_factory,
+                               sleep=self.m.sleep, clock=self.m.clock)
+        batch.run(jobs, self.create)
+        summary = self.result["summary"]
+        summary["peak_in_flight"] = batch.peak
+        starts = [j["started"] for j in jobs if j.get("started") is not None and j["outcome"] != "NotCreated"]
+        ends = [j["ended"] for j in jobs if j.get("ended") is not None and j["outcome"] != "NotCreated"]
+        if starts and ends:
+            summary["makespan_seconds"] = round(max(ends) - min(starts), 3)
+        total = 0.0
+        for job in jobs:
+            self.record(job)
+            if job["outcome"] == "Succeeded":
+                total += job["entry"]["duration_seconds"] or 0.0
+        summary["migration_seconds_total"] = round(total, 3)
+
+    def record(self, job):
+        """A job's outcome in its VMI's entry; a migration that ended is read as vmi_migration reads it."""
+        entry = job["entry"]
+        outcome = job["outcome"]
+        if job.get("vmim") is not None:
+            entry["migration"] = summarize(job["vmim"])
+        if outcome == "NotStarted":
+            entry["status"] = "not_started"
+        elif outcome in ("Succeeded", "Failed"):
+            out = self.m.ended(job["vmim"], unknown_failure="migration failed")
+            entry.update(migration=out["migration"], duration_seconds=out["duration_seconds"])
+            if outcome == "Succeeded":
+                entry.update(status="migrated", target_node=out["target_node"])
+            else:
+                entry.update(status="failed", failure_reason=out["failure_reason"])
+        elif outcome == "Deleted":
+            entry.update(status="failed",
+                         failure_reason="the VMIM was deleted before it finished (cancelled by someone else?)")
+        else:
+            entry.update(status="failed", failure_reason=job.get("error") or outcome)
+
+    def verdict(self):
+        """The summary's counts; fails naming the VMIs that could not be moved."""
+        summary = self.result["summary"]
+        for status in ("failed", "migrated", "not_started"):
+            summary[status] = sum(1 for e in self.result["vmis"] if e["status"] == status)
+        failed = [e for e in self.result["vmis"] if e["status"] == "failed"]
+        if failed:
+            shown = "; ".join("%s/%s: %s" % (e["namespace"], e["name"], e["failure_reason"]) for e in failed[:5])
+            more = len(failed) - 5
+            self.fail("%d of %d VMI(s) could not be moved%s: %s%s"
+                      % (len(failed), summary["to_migrate"],
+                         " (nothing was changed)" if not self.result["changed"] or self.check_mode else "",
+                         shown, " (and %d more)" % more if more > 0 else ""))

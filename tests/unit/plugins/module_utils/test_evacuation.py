@@ -1,0 +1,167 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Unit tests for vmi_evacuation's engine (plugins/module_utils/evacuation.py): selection, ordering, limits,
+target_nodes spread, cordoning, preflight failures and the summary, against kubevirt_fakes.py."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.vmsched.kubevirt.plugins.module_utils import evacuation as e
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import VMIMS
+
+from .kubevirt_fakes import FakeCluster, failed, kubevirt_cr, launcher, node, ran, vmi
+
+NODES = [node("n1", {"zone": "a"}), node("n2", {"zone": "b"}), node("n3", {"zone": "b"}), node("n4", {"zone": "c"})]
+
+
+def params(**overrides):
+    base = dict(node=None, namespace="ns", label_selector=None, added_node_selector=None, target_nodes=None,
+                cordon=False, max_parallel=None, stop_on_failure=False, wait_timeout=600, unschedulable_timeout=None)
+    base.update(overrides)
+    return base
+
+
+def cluster(vmis, **kwargs):
+    kwargs.setdefault("nodes", NODES)
+    kwargs.setdefault("pods", [launcher(v) for v in vmis])
+    kwargs.setdefault("cr", kubevirt_cr())
+    kwargs.setdefault("land_on", "n4")
+    return FakeCluster(vmis=vmis, **kwargs)
+
+
+def run(fake, check_mode=False, **overrides):
+    return ran(e.Evacuation, fake, params(**overrides), check_mode)
+
+
+def failing(fake, check_mode=False, **overrides):
+    return failed(e.Evacuation, fake, params(**overrides), check_mode)
+
+
+def on_n1(*names, **kwargs):
+    return [vmi(name, "n1", **kwargs) for name in names]
+
+
+def test_every_vmi_on_the_node_moves_in_name_order():
+    vmis = on_n1("c", "a", "b") + [vmi("elsewhere", "n2"), vmi("done", "n1", phase="Succeeded")]
+    fake = cluster(vmis)
+    engine = run(fake, node="n1", added_node_selector={"zone": "b"})
+    result = engine.result
+    assert [v["name"] for v in result["vmis"]] == ["a", "b", "c"]
+    assert all(v["status"] == "migrated" and v["target_node"] == "n4" for v in result["vmis"])
+    assert all(v["candidates"] == ["n2", "n3"] and v["added_node_selector"] == {"zone": "b"} for v in result["vmis"])
+    summary = result["summary"]
+    assert (summary["selected"], summary["to_migrate"], summary["migrated"], summary["failed"]) == (3, 3, 3, 0)
+    assert summary["migration_seconds_total"] == 21.0 and result["changed"] is True
+    created = fake.vmims()
+    assert len(created) == 3 and all(m["metadata"]["labels"][e.RUN_LABEL] == engine.run_id for m in created)
+
+
+def test_the_caps_come_from_kubevirt_and_max_parallel_only_lowers_them():
+    fake = cluster(on_n1("a", "b", "c", "d"), cr=kubevirt_cr(per_cluster=3, per_node=1))
+    engine = run(fake, node="n1", max_parallel=10)
+    summary = engine.result["summary"]
+    assert (summary["max_parallel"], summary["max_parallel_per_node"]) == (3, 1)
+    assert summary["peak_in_flight"] == 1                  # one source node: the per-node cap binds
+    assert run(cluster(on_n1("a")), node="n1", max_parallel=2).result["summary"]["max_parallel"] == 2
+    _engine, msg = failing(cluster(on_n1("a")), node="n1", max_parallel=0)
+    assert "max_parallel must be at least 1" in msg
+
+
+def test_target_nodes_are_spread_evenly_and_in_place_vmis_stay():
+    vmis = on_n1("a", "b", "c", "d") + [vmi("home", "n3")]
+    fake = cluster(vmis)
+    engine = run(fake, namespace="ns", target_nodes=["n3", "n2"])
+    entries = dict((v["name"], v) for v in engine.result["vmis"])
+    assert entries["home"]["status"] == "in_place" and entries["home"]["target_node"] == "n3"
+    moved = [entries[n]["added_node_selector"]["kubernetes.io/hostname"] for n in "abcd"]
+    assert moved == ["n3", "n2", "n3", "n2"]
+    assert engine.result["summary"]["to_migrate"] == 4
+    _engine, msg = failing(fake, target_nodes=["n2"], added_node_selector={"kubernetes.io/hostname": "n3"})
+    assert "exclude each other" in msg
+
+
+def test_preflight_failures_are_reported_per_vmi_and_the_others_move():
+    vmis = on_n1("ok") + on_n1("stuck", migratable="DisksNotLiveMigratable") + on_n1("pinned", node_selector={
+        "zone": "a"})
+    fake = cluster(vmis)
+    engine, msg = failing(fake, node="n1", added_node_selector={"zone": "b"})
+    entries = dict((v["name"], v) for v in engine.result["vmis"])
+    assert entries["ok"]["status"] == "migrated"
+    assert entries["stuck"]["failure_reason"].startswith("not live-migratable: DisksNotLiveMigratable")
+    assert "KubeVirt keeps the VMI's value" in entries["pinned"]["failure_reason"]
+    assert msg.startswith("2 of 3 VMI(s) could not be moved: ns/pinned: ")
+    assert engine.result["summary"]["failed"] == 2 and engine.result["summary"]["migrated"] == 1
+
+
+def test_a_migration_in_flight_fails_the_preflight_of_its_vmi():
+    vmims = [{"metadata": {"name": "theirs", "namespace": "ns", "creationTimestamp": "2026-01-01T00:00:00Z"},
+              "spec": {"vmiName": "a"}, "status": {"phase": "Scheduling"}}]
+    engine, _msg = failing(cluster(on_n1("a"), vmims=vmims), node="n1")
+    assert engine.result["vmis"][0]["failure_reason"] == \
+        "another migration is in flight: VMIM theirs (phase Scheduling)"
+
+
+def test_stop_on_failure_stops_before_any_write():
+    fake = cluster(on_n1("a", "b") + on_n1("stuck", migratable="DisksNotLiveMigratable"))
+    engine, msg = failing(fake, node="n1", cordon=True, stop_on_failure=True)
+    assert sorted(v["status"] for v in engine.result["vmis"]) == ["failed", "not_started", "not_started"]
+    assert engine.result["summary"]["not_started"] == 2 and "(nothing was changed)" in msg
+    assert fake.writes == []
+
+
+def test_check_mode_returns_the_plan_and_writes_nothing():
+    fake = cluster(on_n1("a", "b"))
+    engine = run(fake, check_mode=True, node="n1", cordon=True, added_node_selector={"zone": "b"})
+    assert engine.result["changed"] is True and engine.result["cordoned"] is False
+    assert [v["status"] for v in engine.result["vmis"]] == ["planned", "planned"]
+    assert fake.writes == []
+
+
+def test_cordon_once_and_fail_clearly_without_the_node():
+    fake = cluster(on_n1("a"))
+    engine = run(fake, node="n1", cordon=True)
+    assert engine.result["cordoned"] is True and ("patch", "nodes", "n1") in fake.writes
+    again = run(fake, node="n1", cordon=True)
+    assert again.result["cordoned"] is False and again.result["changed"] is False
+    assert failing(fake, node="n9", cordon=True)[1] == "node n9 not found"
+    assert failing(fake, node="n9")[1] == "node n9 not found"
+    forbidden = cluster(on_n1("a"), forbidden={"node"})
+    _engine, msg = failing(forbidden, node="n1", cordon=True)
+    assert "cordon=true needs to read and patch node n1: 403 Forbidden" in msg
+    assert run(forbidden, node="n1").result["summary"]["migrated"] == 1     # without cordon: not needed
+
+
+def test_unreadable_nodes_skip_the_node_checks():
+    fake = cluster(on_n1("a"), forbidden={"nodes"})
+    engine = run(fake, node="n1", target_nodes=["n2"])
+    assert engine.result["node_checks"].startswith("skipped: cannot list nodes")
+    assert engine.result["vmis"][0]["added_node_selector"] == {"kubernetes.io/hostname": "n2"}
+    assert engine.result["vmis"][0]["target_node"] == "n2"
+
+
+def test_old_kubevirt_with_a_selector_fails_before_any_write():
+    fake = cluster(on_n1("a"), cr=kubevirt_cr("v1.5.3"))
+    _engine, msg = failing(fake, node="n1", added_node_selector={"zone": "b"})
+    assert "added_node_selector/target_nodes needs" in msg and "KubeVirt v1.5.3" in msg and "1.6.0" in msg
+    assert fake.writes == []
+
+
+def test_failed_and_timed_out_migrations_are_failures():
+    fake = cluster(on_n1("bad", "slow", "good"), fail={"bad": "LibvirtSaysNo"}, stuck={"slow"})
+    engine, msg = failing(fake, node="n1", wait_timeout=100)
+    entries = dict((v["name"], v) for v in engine.result["vmis"])
+    assert entries["bad"]["failure_reason"] == "LibvirtSaysNo" and entries["bad"]["duration_seconds"] == 7.0
+    assert "did not finish within 100s" in entries["slow"]["failure_reason"]
+    assert entries["good"]["status"] == "migrated"
+    assert "2 of 3 VMI(s) could not be moved" in msg
+    assert [m["spec"]["vmiName"] for m in fake.vmims()] == ["bad", "good"]     # the slow one was cancelled
+
+
+def test_a_dropped_added_node_selector_is_not_created():
+    fake = cluster(on_n1("a"), forbidden={"kubevirt_cr"}, openapi=True, prune_added_node_selector=True)
+    engine, _msg = failing(fake, node="n1", added_node_selector={"zone": "b"})
+    entry = engine.result["vmis"][0]
+    assert "the API server dropped spec.addedNodeSelector" in entry["failure_reason"]
+    assert engine.result["changed"] is True and fake.vmims() == []
+    assert [w[0] for w in fake.writes if w[1] == VMIMS] == ["create", "delete"]
