@@ -31,7 +31,7 @@ from .playbook import run_playbook
 from .ports import free_port
 from .audit import Audit
 from .local_scheduler import token_kubeconfig
-from .test_simulator import simulator  # noqa: F401  pylint: disable=unused-import
+from .vms import kubevirt  # noqa: F401  pylint: disable=unused-import
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOK = ROOT / "tests" / "integration" / "playbooks" / "descheduler.yml"
@@ -260,7 +260,7 @@ def test_opt_in_vms(run, api_client, namespace, cleanup):
     missing = run(opt_in_vms=[{"name": "web", "namespace": namespace}, {"name": "nope", "namespace": namespace}])
     assert missing.failed
     assert f"VMs to opt in to eviction do not exist: {namespace}/nope" == missing.failure, missing.failure
-    # Checked before anything is applied. (The simulator writes the VM's status: not ours.)
+    # Checked before anything is applied. (virt-controller writes the VM's status: not ours.)
     assert [w for w in audit.writes() if w[1] != "virtualmachines"] == []
     vm = custom.get_namespaced_custom_object("kubevirt.io", "v1", namespace, "virtualmachines", "web")
     assert "annotations" not in vm["spec"]["template"]["metadata"]
@@ -414,7 +414,7 @@ def overloaded_node(custom, core, namespace, wait, vm_nodes):
     return {p.metadata.name for p in core.list_namespaced_pod(namespace, label_selector="kubevirt.io=virt-launcher").items}
 
 
-@pytest.mark.usefixtures("simulator", "cleanup")
+@pytest.mark.usefixtures("kubevirt", "cleanup")
 def test_real_descheduler_migrates_only_opted_in_vms_off_the_overloaded_node(
         run, api_client, core, dyn, namespace, wait, vm_nodes, descheduler_binary, tmp_path):
     custom = client.CustomObjectsApi(api_client)
@@ -424,7 +424,7 @@ def test_real_descheduler_migrates_only_opted_in_vms_off_the_overloaded_node(
     # Three opted-in VMs could go, the per-node limit (KubeVirt's parallelOutboundMigrationsPerNode, 2) lets two.
     selector = f"{TEST_LABEL}={namespace}"
 
-    # The opted-in VMs are evicted, KubeVirt (the simulator) answers 429 and migrates them.
+    # The opted-in VMs are evicted, KubeVirt's eviction webhook answers 429 and migrates them.
     real = run(node_selector=selector, **LEVELS)
     assert not real.failed, real.failure
     kubeconfig = token_kubeconfig(api_client, core, namespace, NAME, tmp_path / "sa.kubeconfig")
@@ -487,7 +487,7 @@ class JobWatch(threading.Thread):
                 time.sleep(0.2)
 
 
-@pytest.mark.usefixtures("simulator", "cleanup")
+@pytest.mark.usefixtures("kubevirt", "cleanup")
 def test_dry_run_preview_predicts_the_evictions_of_the_opted_in_vms_and_makes_none(
         run, api_client, core, dyn, namespace, wait, vm_nodes, descheduler_binary, tmp_path):
     custom = client.CustomObjectsApi(api_client)

@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 from .playbook import ROOT, run_playbook
-from .test_simulator import (  # noqa: F401  pylint: disable=unused-import
+from .vms import (  # noqa: F401  pylint: disable=unused-import
     VMIMS,
     VMIS,
     kv,
     running_vmi,
-    simulator,
+    kubevirt,
     start_vm,
     vm_manifest,
 )

@@ -1,5 +1,5 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""vmsched.kubevirt.scheduling_info against the local control plane and the KubeVirt simulator.
+"""vmsched.kubevirt.scheduling_info against the local control plane and its real KubeVirt.
 
 The module reports cluster-wide while other tests create and delete VMs on the same
 cluster. So the expected figures are computed here, independently (the kubernetes
@@ -17,7 +17,7 @@ from kubernetes import client
 from kubernetes.utils import parse_quantity
 
 from . import ansible_module
-from .test_simulator import (  # noqa: F401  pylint: disable=unused-import
+from .vms import (  # noqa: F401  pylint: disable=unused-import
     GROUP,
     VERSION,
     VMIMS,
@@ -25,7 +25,7 @@ from .test_simulator import (  # noqa: F401  pylint: disable=unused-import
     VMS,
     kv,
     running_vmi,
-    simulator,
+    kubevirt,
     start_vm,
     vm_manifest,
     vmim_manifest,

@@ -1,7 +1,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The vm_defaults role against the local control plane.
 
-The policy runs in the real kube-apiserver; the simulator turns VMs into VMIs and
+The policy runs in the real kube-apiserver; virt-controller turns VMs into VMIs and
 virt-launcher pods carrying the template's schedulerName, and a real kube-scheduler
 of the control plane's version, started here under a test-unique name, binds them.
 
@@ -21,7 +21,7 @@ from kubernetes import client
 from .audit import Audit
 from .local_scheduler import real_scheduler  # noqa: F401  pylint: disable=unused-import
 from .playbook import run_playbook
-from .test_simulator import VMIS, VMS, kv, simulator, vm_manifest  # noqa: F401  pylint: disable=unused-import
+from .vms import VMIS, VMS, kv, kubevirt, vm_manifest  # noqa: F401  pylint: disable=unused-import
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOK = ROOT / "tests" / "integration" / "playbooks" / "vm_defaults.yml"
@@ -232,9 +232,9 @@ def test_idempotent_check_mode_diff_and_absent(run, kv, dyn, selected, names, wa
         assert not check_absent.failed and check_absent.changed > 0, check_absent.failure
         assert policy_objects(dyn, policy) == versions
 
-        # The simulator reports the stopped VM's status once; the VM must not change after that.
+        # virt-controller reports the stopped VM's status once; the VM must not change after that.
         wait(lambda: (kv.get(VMS, selected, "after-check").get("status") or {}).get("printableStatus") == "Stopped",
-             "the simulator's status of the stopped VM", timeout=30)
+             "virt-controller's status of the stopped VM", timeout=30)
         vm = kv.get(VMS, selected, "after-check")
         audit = Audit(selected)
         gone = run(state="absent")

@@ -2,7 +2,7 @@
 """vmsched.kubevirt.vm_placement against the local control plane.
 
 The bulk VMs are created with raw API calls, runStrategy Halted (no VMI, no pods);
-one VM runs through the simulator to check what the module says about running VMIs.
+one VM runs on the local KubeVirt to check what the module says about running VMIs.
 Every test has its own namespace; the audit log is read from the offset where the
 test's module run started, filtered by the module's user agent.
 """
@@ -15,12 +15,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from . import ansible_module
-from .test_simulator import (  # noqa: F401  pylint: disable=unused-import
+from .vms import (  # noqa: F401  pylint: disable=unused-import
     GROUP,
     VERSION,
     VMS,
     kv,
-    simulator,
+    kubevirt,
     start_vm,
     vm_manifest,
 )

@@ -1,5 +1,5 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""vmsched.kubevirt.vmi_evacuation against the local control plane and the KubeVirt simulator.
+"""vmsched.kubevirt.vmi_evacuation against the local control plane and its real KubeVirt.
 
 Every run is confined to the test's own namespace (other tests share the cluster and its nodes): the VMs are
 pulled onto one node by a preferred node affinity, never by cordoning shared nodes.
@@ -9,12 +9,13 @@ from __future__ import annotations
 import datetime
 
 from . import ansible_module
-from .test_simulator import (  # noqa: F401  pylint: disable=unused-import
+from .vms import (  # noqa: F401  pylint: disable=unused-import
     VMIMS,
     VMIS,
     kv,
+    kubevirt,
     running_vmi,
-    simulator,
+    rwo_claim,
     vm_manifest,
 )
 from .test_vmi_migration import audit_entries
@@ -133,8 +134,7 @@ def test_label_selector_over_two_nodes_uses_the_cluster_cap(kv, kubeconfig, name
 def test_check_mode_returns_the_plan_and_writes_nothing(kv, kubeconfig, namespace, wait):
     start_vms_on(kv, namespace, 3, SOURCE, wait)
     kv.create("virtualmachines", namespace, vm_manifest(
-        "stuck", spec_extra={"affinity": prefer(SOURCE)},
-        annotations={"sim.vmsched.kubevirt.io/not-migratable": "DisksNotLiveMigratable"}))
+        "stuck", spec_extra={"affinity": prefer(SOURCE)}, pvc=rwo_claim(kv.core, namespace, "stuck-data", wait)))
     running_vmi(kv, namespace, "stuck", wait)
     since = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=1)
 
@@ -170,8 +170,7 @@ def test_check_mode_returns_the_plan_and_writes_nothing(kv, kubeconfig, namespac
 def test_stop_on_failure_stops_before_any_write(kv, kubeconfig, namespace, wait):
     start_vms_on(kv, namespace, 2, SOURCE, wait)
     kv.create("virtualmachines", namespace, vm_manifest(
-        "stuck", spec_extra={"affinity": prefer(SOURCE)},
-        annotations={"sim.vmsched.kubevirt.io/not-migratable": "DisksNotLiveMigratable"}))
+        "stuck", spec_extra={"affinity": prefer(SOURCE)}, pvc=rwo_claim(kv.core, namespace, "stuck-data", wait)))
     running_vmi(kv, namespace, "stuck", wait)
     rc, res = run_module(kubeconfig, {"node": SOURCE, "namespace": namespace, "stop_on_failure": True})
     assert rc != 0 and res["changed"] is False

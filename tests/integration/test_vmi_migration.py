@@ -1,5 +1,5 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""vmsched.kubevirt.vmi_migration against the local control plane and the KubeVirt simulator.
+"""vmsched.kubevirt.vmi_migration against the local control plane and its real KubeVirt.
 
 The module runs as Ansible runs it: `ansible localhost -m vmsched.kubevirt.vmi_migration`
 in a subprocess, with the collection found through ANSIBLE_COLLECTIONS_PATH (as the
@@ -16,12 +16,13 @@ import pytest
 from kubernetes import client
 
 from . import ansible_module
-from .test_simulator import (  # noqa: F401  pylint: disable=unused-import
+from .vms import (  # noqa: F401  pylint: disable=unused-import
     VMIMS,
     VMIS,
     VMS,
     kv,
-    simulator,
+    kubevirt,
+    rwo_claim,
     start_vm,
     vmim_manifest,
     wait_migration,
@@ -101,8 +102,7 @@ def test_selector_matching_no_node_fails_before_any_vmim(kv, kubeconfig, namespa
 
 
 def test_not_migratable_is_a_clear_error(kv, kubeconfig, namespace, wait):
-    vmi = start_vm(kv, namespace, "vm", wait,
-                   annotations={"sim.vmsched.kubevirt.io/not-migratable": "DisksNotLiveMigratable"})
+    vmi = start_vm(kv, namespace, "vm", wait, pvc=rwo_claim(kv.core, namespace, "data", wait))
     storage = "slow" if vmi["status"]["nodeName"] in ("node01", "node02", "node05", "node06") else "fast"
     rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "added_node_selector": {"storage": storage}})
     assert rc != 0

@@ -84,12 +84,16 @@ class KubeVirt:
 
 
 def vm_manifest(name, spec_extra=None, annotations=None, labels=None, run_strategy="Always", memory="1Gi",
-                interface="masquerade"):
+                interface="masquerade", pvc=None):
+    """A VM as users write them; `pvc` adds a data disk on that PersistentVolumeClaim."""
     spec = {"domain": {"cpu": {"cores": 1}, "memory": {"guest": memory},
                        "devices": {"interfaces": [{"name": "default", interface: {}}],
                                    "disks": [{"name": "root", "disk": {"bus": "virtio"}}]}},
             "networks": [{"name": "default", "pod": {}}],
             "volumes": [{"name": "root", "containerDisk": {"image": CONTAINER_DISK}}]}
+    if pvc:
+        spec["domain"]["devices"]["disks"].append({"name": "data", "disk": {"bus": "virtio"}})
+        spec["volumes"].append({"name": "data", "persistentVolumeClaim": {"claimName": pvc}})
     spec.update(spec_extra or {})
     return {
         "apiVersion": f"{GROUP}/{VERSION}", "kind": "VirtualMachine",
@@ -101,6 +105,26 @@ def vm_manifest(name, spec_extra=None, annotations=None, labels=None, run_strate
                          "spec": spec},
         },
     }
+
+
+def rwo_claim(core, ns, name, wait):
+    """A ReadWriteOnce PersistentVolumeClaim, bound to a PersistentVolume of its own (no provisioner runs here):
+    the disk most real VMs that cannot live-migrate have."""
+    pv = f"{ns}-{name}"
+    core.create_persistent_volume(client.V1PersistentVolume(
+        metadata=client.V1ObjectMeta(name=pv),
+        spec=client.V1PersistentVolumeSpec(
+            capacity={"storage": "1Gi"}, access_modes=["ReadWriteOnce"], storage_class_name="",
+            persistent_volume_reclaim_policy="Delete", host_path=client.V1HostPathVolumeSource(path=f"/var/tmp/{pv}"),
+            claim_ref=client.V1ObjectReference(namespace=ns, name=name))))
+    core.create_namespaced_persistent_volume_claim(ns, client.V1PersistentVolumeClaim(
+        metadata=client.V1ObjectMeta(name=name),
+        spec=client.V1PersistentVolumeClaimSpec(access_modes=["ReadWriteOnce"], storage_class_name="", volume_name=pv,
+                                                resources=client.V1VolumeResourceRequirements(
+                                                    requests={"storage": "1Gi"}))))
+    wait(lambda: core.read_namespaced_persistent_volume_claim(name, ns).status.phase == "Bound",
+         f"PVC {ns}/{name} Bound")
+    return name
 
 
 def vmim_manifest(name, vmi, added_node_selector=None, annotations=None):
