@@ -26,9 +26,14 @@ SANITY_PYTHON := 3.11
 ANSIBLE_ENV := ANSIBLE_COLLECTIONS_PATH=$(COLLECTIONS_PATH)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-# The local control plane's own scripts (tests/cluster/).
-CLUSTER_UP := $(BIN)/python tests/cluster/cluster.py up
+# The local control plane's own scripts (tests/cluster/). KUBEVIRT picks the KubeVirt release it runs
+# (1.9.0, 1.6.6 or 1.5.3; default: tests/cluster/versions.env, the newest).
+KUBEVIRT ?=
+CLUSTER_UP = $(BIN)/python tests/cluster/cluster.py up $(if $(KUBEVIRT),--kubevirt v$(patsubst v%,%,$(KUBEVIRT)))
 CLUSTER_DOWN := $(BIN)/python tests/cluster/cluster.py down
+# The older KubeVirt releases `make test` runs the migration tests on too: integration-kubevirt.
+KUBEVIRT_16_TESTS := tests/integration/test_kubevirt.py tests/integration/test_vmi_migration.py \
+	tests/integration/test_vmi_evacuation.py tests/integration/test_vm_placement.py tests/integration/test_migration_playbooks.py
 
 STAMP := $(VENV)/.installed
 REQUIREMENTS := requirements-dev.txt requirements.txt
@@ -128,10 +133,28 @@ units: venv ## Unit tests (tests/unit)
 	if [ $$rc -eq 5 ]; then echo "units: no unit tests collected yet"; rc=0; fi; exit $$rc
 
 .PHONY: integration
-integration: venv cluster-up ## Integration tests against the local control plane
+integration: venv cluster-up ## Integration tests against the local control plane (KubeVirt 1.9), then integration-kubevirt
 	$(call say,"pytest tests/integration")
-	@rc=0; KUBECONFIG=$(LOCAL_KUBECONFIG) $(ANSIBLE_ENV) $(BIN)/pytest tests/integration || rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "integration: no integration tests collected yet"; rc=0; fi; exit $$rc
+	KUBECONFIG=$(LOCAL_KUBECONFIG) $(ANSIBLE_ENV) $(BIN)/pytest tests/integration -m "not kubevirt15"
+	@$(MAKE) integration-kubevirt
+
+# Each older release on a control plane of its own (state in .cluster-<release>/, ports moved by an offset on
+# top of VMSCHED_PORT_OFFSET), brought down afterwards whatever the outcome.
+.PHONY: integration-kubevirt
+integration-kubevirt: venv ## The migration tests on KubeVirt 1.6.6, the no-addedNodeSelector fallback on 1.5.3
+	@$(MAKE) kubevirt-run KV_RELEASE=v1.6.6 KV_OFFSET=200 KV_PYTEST='$(KUBEVIRT_16_TESTS) -m "not kubevirt15"'
+	@$(MAKE) kubevirt-run KV_RELEASE=v1.5.3 KV_OFFSET=300 KV_PYTEST='tests/integration/test_vmi_migration.py -m kubevirt15'
+
+KV_DIR = $(CURDIR)/.cluster-$(KV_RELEASE)
+KV_ENV = VMSCHED_CLUSTER_DIR=$(KV_DIR) VMSCHED_PORT_OFFSET=$$(( $${VMSCHED_PORT_OFFSET:-0} + $(KV_OFFSET) )) PATH=$(BIN):$$PATH
+
+.PHONY: kubevirt-run
+kubevirt-run: venv
+	$(call say,"KubeVirt $(KV_RELEASE) on a control plane of its own in $(KV_DIR): $(KV_PYTEST)")
+	@trap '$(KV_ENV) $(BIN)/python tests/cluster/cluster.py down >/dev/null 2>&1 || true' EXIT; \
+	$(KV_ENV) $(BIN)/python tests/cluster/cluster.py up --kubevirt $(KV_RELEASE); \
+	$(KV_ENV) KUBECONFIG=$(KV_DIR)/kubeconfig VMSCHED_TEST_KUBECONFIG=$(KV_DIR)/kubeconfig VMSCHED_PLACEMENT_VMS=200 \
+		$(ANSIBLE_ENV) $(BIN)/pytest $(KV_PYTEST)
 
 .PHONY: molecule
 molecule: venv cluster-up ## Molecule scenarios (extensions/molecule: default, check_mode, teardown) against the local control plane
@@ -211,7 +234,7 @@ RELEASE_VARS := -e site_image_lookup=false -e site_vms_namespace=$(RELEASE_NAMES
 RELEASE_PLAYBOOK = cd $(RELEASE) && env -u ANSIBLE_CONFIG KUBECONFIG=$(LOCAL_KUBECONFIG) ANSIBLE_LOCALHOST_WARNING=false ANSIBLE_INVENTORY_UNPARSED_WARNING=false \
 	ANSIBLE_COLLECTIONS_PATH=$(RELEASE_COLLECTIONS) $(RELEASE_VENV)/bin/ansible-playbook
 # Paths a tarball must not hold: local tooling, caches, test output.
-RELEASE_LOCAL_FILES := ^(\.venv|\.build|\.cluster|\.ansible|\.git|\.pytest_cache|\.ci|collections|tests/output|bench/output|docs/build)/|__pycache__/|\.pyc$$|\.tar\.gz$$
+RELEASE_LOCAL_FILES := ^(\.venv|\.build|\.cluster[^/]*|\.ansible|\.git|\.pytest_cache|\.ci|collections|tests/output|bench/output|docs/build)/|__pycache__/|\.pyc$$|\.tar\.gz$$
 
 .PHONY: release-check
 release-check: venv cluster-up ## Build the collection, install the tarball in a fresh venv, run the demo from it

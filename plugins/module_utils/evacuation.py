@@ -26,7 +26,6 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
     GROUP,
     VERSION,
     VMIMS,
-    in_flight,
     is_final,
     phase,
 )
@@ -298,10 +297,13 @@ class Evacuation:
         problem = not_running(vmi)
         if problem:
             raise KubeVirtError(problem)
-        flying = in_flight([m for m in vmims if (m.get("spec") or {}).get("vmiName") == entry["name"]])
-        if flying:
-            raise KubeVirtError("another migration is in flight: VMIM %s (phase %s)"
-                                % (flying[-1]["metadata"]["name"], phase(flying[-1]) or "none yet"))
+        unfinished = [m for m in vmims if (m.get("spec") or {}).get("vmiName") == entry["name"] and not is_final(m)]
+        if unfinished:
+            # virt-api refuses another migration while one has not ended, a cancelled one included
+            last = unfinished[-1]
+            raise KubeVirtError("another migration %s: VMIM %s (phase %s)" % (
+                "is being cancelled" if (last.get("metadata") or {}).get("deletionTimestamp") else "is in flight",
+                last["metadata"]["name"], phase(last) or "none yet"))
         problem = not_live_migratable(vmi) or selector_conflict(vmi, selector)
         if problem:
             raise KubeVirtError(problem)

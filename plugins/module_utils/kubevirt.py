@@ -34,6 +34,7 @@ KUBEVIRTS = "kubevirts"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "vmsched.kubevirt"
 CREATED_BY_LABEL = "kubevirt.io/created-by"
+MIGRATION_JOB_LABEL = "kubevirt.io/migrationJobUID"     # a migration target pod -> its VMIM
 SCHEDULABLE_LABEL = "kubevirt.io/schedulable"
 UNSCHEDULABLE_TIMEOUT_ANNOTATION = "kubevirt.io/migrationUnschedulablePodTimeoutSeconds"
 FINAL_PHASES = ("Succeeded", "Failed")
@@ -59,6 +60,34 @@ def is_final(vmim):
 def in_flight(vmims):
     """VMIMs that are neither Succeeded nor Failed nor being deleted (KubeVirt allows one per VMI)."""
     return [m for m in vmims if not is_final(m) and not (m.get("metadata") or {}).get("deletionTimestamp")]
+
+
+def being_cancelled(vmims):
+    """VMIMs deleted before they ended: KubeVirt keeps them (finalizer kubevirt.io/migrationJobFinalize) until the
+    migration is cancelled (before the hand-off to the target), aborted (while Running) or, when deleted between
+    the hand-off and Running, has finished anyway (pkg/virt-controller/watch/migration/migration.go). Until then
+    virt-api refuses another migration of the VMI ("in-flight migration detected")."""
+    return [m for m in vmims if not is_final(m) and (m.get("metadata") or {}).get("deletionTimestamp")]
+
+
+def migration_nodes(vmim, vmi=None, pods=None):
+    """(source node, target node) of a migration as the cluster tells it now. KubeVirt copies the VMI's
+    status.migrationState to the VMIM only once the VMIM is final, so while it runs: the VMI's migrationState
+    once virt-controller handed the migration to the target (its migrationUid is the VMIM's), before that the
+    node the VMI runs on and the node of the target pod (label kubevirt.io/migrationJobUID)."""
+    uid = ((vmim or {}).get("metadata") or {}).get("uid")
+    for state in (((vmim or {}).get("status") or {}).get("migrationState") or {},
+                  ((vmi or {}).get("status") or {}).get("migrationState") or {}):
+        if state.get("sourceNode") and state.get("targetNode") and state.get("migrationUid") in (None, uid):
+            return state["sourceNode"], state["targetNode"]
+    if is_final(vmim):
+        return None, None   # ended before the hand-off: KubeVirt recorded no nodes
+    target = None
+    for pod in pods or []:
+        if (((pod.get("metadata") or {}).get("labels") or {}).get(MIGRATION_JOB_LABEL) == uid
+                and (pod.get("spec") or {}).get("nodeName")):
+            target = pod["spec"]["nodeName"]
+    return ((vmi or {}).get("status") or {}).get("nodeName"), target
 
 
 def source_pod(vmi, pods):
@@ -88,6 +117,14 @@ class Capabilities:
             parallel_outbound_per_node or KUBEVIRT_MIGRATION_DEFAULTS["parallelOutboundMigrationsPerNode"]
         self.warnings = warnings or []
         self.kubevirt_cr = kubevirt_cr
+
+    def supports(self, feature):
+        """Whether the detected KubeVirt has a feature of versions.KUBEVIRT_FEATURES; True when the version is
+        unknown (the newest behaviour is assumed)."""
+        try:
+            return kubevirt_supports(self.version, feature)
+        except VersionError:
+            return True
 
     def as_dict(self):
         return {
@@ -145,30 +182,38 @@ def detect_capabilities(reader):
     return Capabilities(source=source, added_node_selector=supported, warnings=warnings)
 
 
+def rollout_strategy(cr):
+    """(vmRolloutStrategy, how it is known) of a KubeVirt CR: as configured, else the release's default
+    (pkg/virt-config/virt-config.go DefaultVMRolloutStrategy: LiveUpdate from 1.6, Stage in 1.5)."""
+    configured = (((cr or {}).get("spec") or {}).get("configuration") or {}).get("vmRolloutStrategy")
+    if configured:
+        return configured, "spec.configuration.vmRolloutStrategy"
+    observed = ((cr or {}).get("status") or {}).get("observedKubeVirtVersion")
+    try:
+        default = "LiveUpdate" if kubevirt_supports(observed, "live_update_by_default") else "Stage"
+    except VersionError:
+        return None, "unknown: KubeVirt's version is unknown"
+    return default, "the default of KubeVirt %s" % observed
+
+
 def detect_live_updated_fields(reader, warn):
-    """The VM template fields KubeVirt copies to running VMIs: LIVE_UPDATE_FIELDS with the KubeVirt CR's
-    spec.configuration.vmRolloutStrategy LiveUpdate, else none (Stage, unset, no CR: taken conservatively).
-    A user who may not read the CR is warned that every change is taken to need a restart."""
+    """The managed VM template fields KubeVirt copies to a running VMI on this cluster:
+    - nodeSelector, affinity and tolerations under vmRolloutStrategy LiveUpdate (explicit, or the default from
+      1.6; pkg/virt-controller/watch/vm/vm.go handleAffinityChangeRequest, handleTolerationsChangeRequest);
+    - the descheduler's evict annotation from 1.6, whatever the strategy (vm.go syncVMAnnotationsToVMI, then
+      the VMI controller to the launcher pod).
+    No CR, or one the user may not read (warned): none, conservatively."""
     cr = _read_kubevirt_cr(reader, warn, ": assuming every change needs a restart")
-    if cr is _UNREADABLE:
+    if cr is _UNREADABLE or cr is None:
         return []
-    strategy = (((cr or {}).get("spec") or {}).get("configuration") or {}).get("vmRolloutStrategy")
-    return list(LIVE_UPDATE_FIELDS) if strategy == "LiveUpdate" else []
-
-
-def launcher_scheduling(vmi, extra_node_selectors=None):
-    """The constraints KubeVirt puts on a (target) launcher pod: the VMI's nodeSelector plus the KubeVirt CR's
-    developerConfiguration.nodeSelectors and kubevirt.io/schedulable=true, its affinity and tolerations.
-
-    Built from the VMI rather than copied from the running launcher pod: after a migration with
-    addedNodeSelector, that pod carries the one-off selector, which the next migration does not.
-    """
-    spec = (vmi or {}).get("spec") or {}
-    node_selector = dict(spec.get("nodeSelector") or {})
-    node_selector[SCHEDULABLE_LABEL] = "true"
-    node_selector.update(extra_node_selectors or {})
-    return {"nodeSelector": node_selector, "affinity": spec.get("affinity"),
-            "tolerations": spec.get("tolerations") or []}
+    strategy, _source = rollout_strategy(cr)
+    fields = list(LIVE_UPDATE_FIELDS) if strategy == "LiveUpdate" else []
+    try:
+        if kubevirt_supports(cr, "evict_annotation_synced"):
+            fields.append("evict")
+    except VersionError:
+        pass
+    return fields
 
 
 def added_node_selector_minimum():

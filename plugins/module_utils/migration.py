@@ -25,7 +25,7 @@ import json
 import signal
 import time
 
-from ansible_collections.vmsched.kubevirt.plugins.module_utils import node_fit
+from ansible_collections.vmsched.kubevirt.plugins.module_utils import node_fit, target_pod
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import (
     ApiException,
     KubeVirtError,
@@ -44,18 +44,20 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
     VMIS,
     VMS,
     added_node_selector_minimum,
+    being_cancelled,
     condition,
     detect_capabilities,
     in_flight,
     is_final,
-    launcher_scheduling,
+    migration_nodes,
     phase,
+    rollout_strategy,
     source_pod,
 )
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.watch import ObjectWatcher, WaitTimeout
 
 SELECTOR_ANNOTATION = "vmsched.kubevirt.io/node-selector"
-PROPAGATION_SECONDS = 15
+PROPAGATION_SECONDS = 30
 _UNREADABLE = object()
 
 
@@ -161,10 +163,15 @@ def summarize(vmim):
     }
 
 
-def failure_reason(vmim, reader=None):
-    """migrationState.failureReason, else the VMIM's latest Warning events (KubeVirt puts
-    target-pod scheduling failures only there), else the abort status."""
+def failure_reason(vmim, reader=None, vmi=None):
+    """migrationState.failureReason (the VMIM's, else the VMI's for this migration: KubeVirt copies it to the VMIM
+    late), else the VMIM's latest Warning events (KubeVirt puts target-pod scheduling failures only there), else
+    the abort status."""
     state = migration_state(vmim)
+    vmi_state = migration_state(vmi)
+    uid = ((vmim or {}).get("metadata") or {}).get("uid")
+    if not state.get("failureReason") and uid and vmi_state.get("migrationUid") == uid:
+        state = vmi_state
     if state.get("failureReason"):
         return state["failureReason"]
     if reader is not None and vmim:
@@ -204,9 +211,11 @@ def not_live_migratable(vmi):
     if migratable and migratable.get("status") == "True":
         return None
     if migratable:
+        # KubeVirt's own reason and message, as virt-handler set them (pkg/virt-handler/vm.go
+        # calculateLiveMigrationCondition) and as virt-api quotes them when it refuses the VMIM.
         return "not live-migratable: %s: %s" % (migratable.get("reason"), migratable.get("message"))
-    return "not known to be live-migratable: it has no LiveMigratable condition yet, and KubeVirt would refuse " \
-           "the migration"
+    return "not known to be live-migratable yet: it has no LiveMigratable condition, which virt-handler sets once " \
+           "it runs the VMI; try again when it does"
 
 
 def selector_conflict(vmi, selector):
@@ -269,12 +278,20 @@ class VmiMigrator:
 
     def fit(self, vmi, selector):
         """(every node with the reasons it cannot take the VMI's target pod, candidates first; whether free
-        resources were checked, which needs the VMI's launcher pod). read_nodes() first."""
-        scheduling = launcher_scheduling(vmi, self.caps.node_selectors if self.caps else None)
+        resources were checked, which needs the VMI's launcher pod). read_nodes() first.
+
+        A node is judged by the target pod KubeVirt will create (target_pod.py): the VMI's constraints with
+        KubeVirt's additions (machine type, the CPU model the VM runs with), and the running launcher pod's
+        requests (overhead, device plugins' resources, its sidecar)."""
+        source = ((vmi or {}).get("status") or {}).get("nodeName")
         pod = source_pod(vmi, self.pods)
+        source_node = next((n for n in self.nodes or [] if node_fit.node_name(n) == source), None)
+        constraints = target_pod.target_constraints(
+            vmi, pod, source_node, self.caps.node_selectors if self.caps else None, selector,
+            vendor_rule=self.caps.supports("migration_cpu_vendor_selector") if self.caps else True)
         requests = node_fit.pod_requests(pod) if pod is not None else None
-        results = node_fit.evaluate_nodes(self.nodes, scheduling, selector, ((vmi or {}).get("status") or {})
-                                          .get("nodeName"), requests, self.pods if requests is not None else None)
+        results = node_fit.evaluate_nodes(self.nodes, constraints, selector, source, requests,
+                                          self.pods if requests is not None else None)
         return results, requests is not None
 
     # --- writing ------------------------------------------------------------------------------------------------
@@ -314,27 +331,26 @@ class VmiMigrator:
         """What a migration that reached Succeeded or Failed came to: migration (the VMIM summarized), phase,
         duration_seconds, source_node, target_node (Succeeded: where the VMI runs now) and failure_reason (Failed).
 
-        The VMIM is read once more, as the terminal phase and the final migrationState may arrive in separate
-        updates; KubeVirt copies the VMI's migrationState to the VMIM late, so the VMI fills the gaps.
+        The VMIM is read once more; KubeVirt copies the VMI's migrationState to it only on the reconcile after the
+        VMIM turned final, so the VMI's migrationState fills what the VMIM does not carry yet (migration_nodes).
         """
         meta = vmim.get("metadata") or {}
         final = self.reader.get_vmim(meta.get("namespace"), meta.get("name")) or vmim
-        state = migration_state(final)
-        out = {"migration": summarize(final), "phase": phase(final), "duration_seconds": duration_seconds(final),
-               "source_node": state.get("sourceNode"), "target_node": None, "failure_reason": None}
-        if phase(final) == "Failed":
-            out["failure_reason"] = failure_reason(final, self.reader) or unknown_failure
-            return out
-        out["target_node"] = state.get("targetNode")
+        vmi = None
         if vmi_readable:
-            vmi = self.reader.get_vmi(meta.get("namespace"), (final.get("spec") or {}).get("vmiName"))
-            if ((vmi or {}).get("status") or {}).get("nodeName"):
-                out["target_node"] = vmi["status"]["nodeName"]
-            vmi_state = migration_state(vmi)
-            if vmi_state.get("migrationUid") == (final.get("metadata") or {}).get("uid"):
-                summary = out["migration"]
-                summary["source_node"] = summary["source_node"] or vmi_state.get("sourceNode")
-                summary["target_node"] = summary["target_node"] or vmi_state.get("targetNode")
+            vmi = unless_forbidden(lambda: self.reader.get_vmi(meta.get("namespace"),
+                                                               (final.get("spec") or {}).get("vmiName")),
+                                   lambda why: None)
+        source, target = migration_nodes(final, vmi)
+        summary = summarize(final)
+        summary["source_node"] = summary["source_node"] or source
+        summary["target_node"] = summary["target_node"] or target
+        out = {"migration": summary, "phase": phase(final), "duration_seconds": duration_seconds(final),
+               "source_node": source, "target_node": None, "failure_reason": None}
+        if phase(final) == "Failed":
+            out["failure_reason"] = failure_reason(final, self.reader, vmi) or unknown_failure
+            return out
+        out["target_node"] = ((vmi or {}).get("status") or {}).get("nodeName") or target
         return out
 
 
@@ -394,25 +410,64 @@ class Migration:
     # --- state=absent -------------------------------------------------------------------------------------------
 
     def absent(self):
-        flying = in_flight(self.reader.list_vmims(self.ns, self.name))
-        if not flying:
+        """Cancel the VMI's unfinished migrations. What a cancel does depends on the phase (migration.go): before
+        the hand-off to the target KubeVirt fails the migration at once, while Running it aborts it, and in
+        between (PreparingTarget, TargetReady) the migration goes on and may still succeed; the VMIM goes only
+        once the migration has ended. With wait, the result says how it ended."""
+        unfinished = [m for m in self.reader.list_vmims(self.ns, self.name) if not is_final(m)]
+        if not unfinished:
             return
-        vmim = flying[-1]
+        vmim = unfinished[-1]
         self.result["migration"] = summarize(vmim)
-        self.result["changed"] = True
+        to_cancel = [m for m in unfinished if not (m.get("metadata") or {}).get("deletionTimestamp")]
+        self.result["changed"] = bool(to_cancel)
         if self.check_mode:
             return
-        for other in flying:
+        for other in to_cancel:
             self.m.cancel(self.ns, other["metadata"]["name"])
-        if self.p["wait"]:
-            watcher = self.m.watcher(self.ns, vmim["metadata"]["name"])
-            try:
-                watcher.wait(self.p["wait_timeout"], predicate=lambda obj: False)
-            except WaitTimeout:
-                self.fail("VMIM %s/%s was deleted but is still there after %ss (its finalizer waits for KubeVirt to "
-                          "abort the migration)" % (self.ns, vmim["metadata"]["name"], self.p["wait_timeout"]))
-            if watcher.last:
-                self.result["migration"] = summarize(watcher.last)
+        if not self.p["wait"]:
+            return
+        for other in unfinished:
+            last = self.wait_gone(other, "after the cancel")
+            if other is vmim:
+                self.result["migration"] = summarize(last)
+                self.report_cancel(last)
+
+    def wait_gone(self, vmim, why):
+        """Wait within wait_timeout for a deleted VMIM to go (KubeVirt removes its finalizer once the migration
+        has ended); the last state seen of it."""
+        watcher = self.m.watcher(self.ns, vmim["metadata"]["name"])
+        try:
+            watcher.wait(self.p["wait_timeout"], predicate=lambda obj: False)
+        except WaitTimeout as exc:
+            self.fail("VMIM %s/%s is still there %ss %s: KubeVirt keeps it until the migration has been cancelled "
+                      "or aborted (last phase %s%s)" % (self.ns, vmim["metadata"]["name"], self.p["wait_timeout"], why,
+                                                        phase(exc.last) or "none yet", self.abort_state(exc.last)))
+        return watcher.last or vmim
+
+    def abort_state(self, vmim):
+        """', abort <status>' from the VMI's migrationState for this VMIM, when KubeVirt reported one."""
+        vmi = unless_forbidden(lambda: self.reader.get_vmi(self.ns, self.name), lambda why: None) \
+            if self.vmi_readable else None
+        state = migration_state(vmi)
+        if state.get("migrationUid") != ((vmim or {}).get("metadata") or {}).get("uid"):
+            return ""
+        if state.get("abortStatus"):
+            return ", abort %s" % state["abortStatus"]
+        return ", abort requested" if state.get("abortRequested") else ""
+
+    def report_cancel(self, last):
+        """How a cancelled migration ended: failed (cancelled or aborted: failure_reason says which) or, when it
+        was past the hand-off and not yet Running, finished anyway (a warning names where the VMI runs now)."""
+        if phase(last) == "Succeeded":
+            out = self.m.ended(last, vmi_readable=self.vmi_readable)
+            self.result["target_node"] = out["target_node"]
+            self.warn("KubeVirt did not cancel migration %s/%s: it had already been handed to the target node and "
+                      "finished; the VMI runs on %s" % (self.ns, last["metadata"]["name"], out["target_node"]))
+        elif phase(last) == "Failed":
+            self.result["failure_reason"] = failure_reason(last, self.reader, unless_forbidden(
+                lambda: self.reader.get_vmi(self.ns, self.name), lambda why: None) if self.vmi_readable else None) \
+                or "cancelled"
 
     # --- state=present ------------------------------------------------------------------------------------------
 
@@ -423,8 +478,17 @@ class Migration:
             self.refuse_if(not_running(vmi))
             self.result["source_node"] = (vmi.get("status") or {}).get("nodeName")
 
+        vmims = self.reader.list_vmims(self.ns, self.name)
+        cancelling = being_cancelled(vmims)
+        if cancelling:
+            self.wait_cancelled(cancelling)
+            vmims = self.reader.list_vmims(self.ns, self.name)
+            vmi = self.vmi = self.read_vmi() if self.vmi_readable else None
+            if vmi is not None:
+                self.result["source_node"] = (vmi.get("status") or {}).get("nodeName")
+
         # Another migration in flight: attach to it when it wants the same thing.
-        flying = in_flight(self.reader.list_vmims(self.ns, self.name))
+        flying = in_flight(vmims)
         if flying:
             vmim = flying[-1]
             theirs = selector_of(vmim)
@@ -460,6 +524,21 @@ class Migration:
             return self.migrate_through_vm(selector)
         vmim = self.create(selector, in_spec=(strategy == "added_node_selector"))
         return self.finish(vmim) if self.p["wait"] else None
+
+    def wait_cancelled(self, cancelling):
+        """A migration of this VMI is being cancelled: virt-api refuses a new one until it has ended. Wait for it
+        (within wait_timeout), or without wait say so, before any write."""
+        names = ", ".join("%s (phase %s%s)" % (m["metadata"]["name"], phase(m) or "none yet", self.abort_state(m))
+                          for m in cancelling)
+        if self.check_mode or not self.p["wait"]:
+            message = ("migration %s of %s/%s is being cancelled, and KubeVirt refuses another migration of the VMI "
+                       "until it has ended" % (names, self.ns, self.name))
+            if self.check_mode:
+                self.warn(message + "; a real run would wait for it")
+                return
+            self.fail(message + "; run again once it is gone, or with wait=true to wait for it")
+        for vmim in cancelling:
+            self.wait_gone(vmim, "after its cancel was requested")
 
     def refuse_if(self, problem):
         if problem:
@@ -568,18 +647,20 @@ class Migration:
         return self.custom.patch_namespaced_custom_object(GROUP, VERSION, self.ns, plural, self.name, body)
 
     def migrate_through_vm(self, selector):
+        """KubeVirt older than 1.6 has no addedNodeSelector: put the selector in the VM's template, let KubeVirt
+        carry it to the running VMI (it does so only under vmRolloutStrategy LiveUpdate; KubeVirt refuses anyone
+        but its own service accounts a change of the VMI's spec), migrate, and restore the VM on every exit."""
         vm = self.reader.get_vm(self.ns, self.name)
         if vm is None:
             self.fail("strategy=vm_node_selector needs the VirtualMachine %s/%s that owns the VMI; there is none"
                       % (self.ns, self.name))
+        self.refuse_if_not_live_updated(vm)
         template_spec = ((vm.get("spec") or {}).get("template") or {}).get("spec") or {}
         original = template_spec.get("nodeSelector")
-        vmi_original = ((self.vmi or {}).get("spec") or {}).get("nodeSelector")
         record = {"original": original, "restored": False, "vmi_patched_directly": False}
         self.result["vm_node_selector"] = record
         merged = dict(original or {}, **selector)
         path = ("spec", "template", "spec", "nodeSelector")
-        vmi_path = ("spec", "nodeSelector")
         previous = dict((sig, signal.getsignal(sig)) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
         vmim = None
         done = False
@@ -590,14 +671,10 @@ class Migration:
             self._patch_selector(VMS, path, original, merged)
             vm_patched = True
             self.result["changed"] = True
-            if not self.vmi_follows(selector):
-                try:
-                    self._patch_selector(VMIS, vmi_path, vmi_original, dict(vmi_original or {}, **selector))
-                except ApiException as exc:
-                    self.fail("the VMI did not take the VM's new nodeSelector within %ss (KubeVirt propagates it "
-                              "with spec.configuration.vmRolloutStrategy LiveUpdate) and the API refused to set it "
-                              "on the VMI directly: %s" % (PROPAGATION_SECONDS, api_error_message(exc)))
-                record["vmi_patched_directly"] = True
+            if not self.vmi_follows(lambda have: all(have.get(k) == v for k, v in selector.items())):
+                self.fail("the VMI did not take the VM's new nodeSelector within %ss (KubeVirt copies it under "
+                          "vmRolloutStrategy LiveUpdate; see the VM's status.conditions); the VM was restored"
+                          % PROPAGATION_SECONDS)
             vmim = self.create(selector, in_spec=False)
             if self.p["wait"]:
                 self.finish(vmim)
@@ -608,19 +685,37 @@ class Migration:
                     self.cancel_if_unpinned(vmim)
                 if vm_patched:
                     self._patch_selector(VMS, path, merged, original)
-                if record["vmi_patched_directly"]:
-                    self._patch_selector(VMIS, vmi_path, dict(vmi_original or {}, **selector), vmi_original)
-                record["restored"] = vm_patched
+                    record["restored"] = True
+                    if not self.vmi_follows(lambda have: have == (original or {})):
+                        self.warn("the VM's nodeSelector is restored, but its running VMI has not taken it back "
+                                  "within %ss; KubeVirt copies it once no migration is in flight"
+                                  % PROPAGATION_SECONDS)
             except ApiException as exc:
                 self.warn("could not restore the VM's nodeSelector to %s: %s" % (original, api_error_message(exc)))
             finally:
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
 
-    def vmi_follows(self, selector):
+    def refuse_if_not_live_updated(self, vm):
+        """Before any write: KubeVirt must copy the VM's nodeSelector to its VMI (vmRolloutStrategy LiveUpdate), and
+        the VM must not already wait for a restart (KubeVirt then makes no live update at all)."""
+        strategy, source = rollout_strategy(self.m.caps.kubevirt_cr if self.m.caps else None)
+        if strategy != "LiveUpdate":
+            self.fail("strategy=vm_node_selector needs KubeVirt to copy the VM's nodeSelector to its running VMI, "
+                      "which it does only under spec.configuration.vmRolloutStrategy LiveUpdate (the default from "
+                      "KubeVirt 1.6; 1.5 supports it when set); this cluster's is %s (%s). Set vmRolloutStrategy: "
+                      "LiveUpdate in the KubeVirt CR, or use KubeVirt 1.6 or later with "
+                      "strategy=added_node_selector. Nothing was changed." % (strategy or "unknown", source))
+        restart = condition(vm, "RestartRequired")
+        if restart and restart.get("status") == "True":
+            self.fail("VirtualMachine %s/%s has KubeVirt's RestartRequired condition (%s): KubeVirt updates its "
+                      "running VMI no more until it restarts, so strategy=vm_node_selector cannot work. Nothing was "
+                      "changed." % (self.ns, self.name, restart.get("message") or "no message"))
+
+    def vmi_follows(self, wanted):
+        """Whether the VMI's nodeSelector satisfies wanted(nodeSelector) within PROPAGATION_SECONDS."""
         def has_selector(vmi):
-            have = (vmi.get("spec") or {}).get("nodeSelector") or {}
-            return all(have.get(k) == v for k, v in selector.items())
+            return wanted((vmi.get("spec") or {}).get("nodeSelector") or {})
         try:
             return self.m.watcher(self.ns, self.name, plural=VMIS).wait(PROPAGATION_SECONDS,
                                                                         predicate=has_selector) is not None

@@ -21,6 +21,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.vmsched.kubevirt.plugins.module_utils import target_pod
+
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 CORDON_TAINT = "node.kubernetes.io/unschedulable"
 
@@ -214,18 +216,39 @@ def cordon_reasons(node, tolerations=None):
 # --- resources ------------------------------------------------------------------------------------------
 
 
+def _container_requests(container):
+    return dict((res, parse_quantity(qty))
+                for res, qty in (((container.get("resources") or {}).get("requests")) or {}).items())
+
+
+def _add(total, more):
+    for res, amount in more.items():
+        total[res] = total.get(res, 0.0) + amount
+
+
 def pod_requests(pod):
-    """A pod's effective requests: max(sum of containers, any init container) plus overhead, plus 1 pod."""
+    """A pod's effective requests as the scheduler counts them (k8s.io/component-helpers/resource PodRequests):
+    the containers' sum; native sidecars (init containers with restartPolicy Always, such as KubeVirt's
+    guest-console-log) run beside them and add to it; an ordinary init container needs its own requests plus
+    the sidecars started before it, and the pod needs the largest of those stages; plus overhead and 1 pod."""
     spec = (pod or {}).get("spec") or {}
     total = {}
     for container in spec.get("containers") or []:
-        for res, qty in (((container.get("resources") or {}).get("requests")) or {}).items():
-            total[res] = total.get(res, 0.0) + parse_quantity(qty)
+        _add(total, _container_requests(container))
+    sidecars, init_peak = {}, {}
     for container in spec.get("initContainers") or []:
-        for res, qty in (((container.get("resources") or {}).get("requests")) or {}).items():
-            total[res] = max(total.get(res, 0.0), parse_quantity(qty))
-    for res, qty in (spec.get("overhead") or {}).items():
-        total[res] = total.get(res, 0.0) + parse_quantity(qty)
+        stage = _container_requests(container)
+        if container.get("restartPolicy") == "Always":
+            _add(total, stage)
+            _add(sidecars, stage)
+            stage = dict(sidecars)
+        else:
+            _add(stage, sidecars)
+        for res, amount in stage.items():
+            init_peak[res] = max(init_peak.get(res, 0.0), amount)
+    for res, amount in init_peak.items():
+        total[res] = max(total.get(res, 0.0), amount)
+    _add(total, dict((res, parse_quantity(qty)) for res, qty in (spec.get("overhead") or {}).items()))
     total["pods"] = 1.0
     return total
 
@@ -284,8 +307,8 @@ def evaluate_node(node, scheduling, added_selector=None, source_node=None, reque
     """Reasons one node cannot take the migration target pod; [] when it fits.
 
     scheduling: the pod-level constraints, a dict with nodeSelector, affinity and
-    tolerations (kubevirt.launcher_scheduling builds them from the VMI as KubeVirt
-    builds a target pod's, with its own additions such as kubevirt.io/schedulable).
+    tolerations, and cpu (target_pod.target_constraints builds them as KubeVirt builds
+    a target pod's, with its own additions: kubevirt.io/schedulable, machine type, CPU model).
     requests: the target pod's requests in base units (pod_requests of the launcher pod),
     or None to skip the resource check. usage: node_usage() of the cluster's pods.
     """
@@ -296,7 +319,11 @@ def evaluate_node(node, scheduling, added_selector=None, source_node=None, reque
     tolerations = scheduling.get("tolerations") or []
     reasons.extend(cordon_reasons(node, tolerations))
     reasons.extend(node_selector_reasons(node, added_selector, "added selector"))
-    reasons.extend(node_selector_reasons(node, scheduling.get("nodeSelector"), "VMI nodeSelector"))
+    cpu_selector, other_selector = target_pod.split_cpu_selector(scheduling.get("nodeSelector"))
+    reasons.extend(node_selector_reasons(node, dict((k, v) for k, v in other_selector.items()
+                                                     if k not in (added_selector or {})), "VMI nodeSelector"))
+    if cpu_selector:
+        reasons.extend(target_pod.cpu_reasons(node, scheduling))
     reasons.extend(required_affinity_reasons(node, scheduling.get("affinity")))
     reasons.extend(taint_reasons(node, tolerations))
     if requests is not None:

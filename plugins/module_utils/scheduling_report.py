@@ -18,7 +18,8 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
     MANAGED_BY_LABEL,
     SCHEDULABLE_LABEL,
     detect_capabilities,
-    in_flight,
+    is_final,
+    migration_nodes,
     phase,
 )
 
@@ -167,13 +168,19 @@ def balance(node_rows, nodes):
             "nodes": [r["name"] for r in usable]}
 
 
-def summarize_migrations(vmims):
+def summarize_migrations(vmims, vmis=None, pods=None):
+    """The migrations not yet Succeeded or Failed, those being cancelled too, with their source and target
+    nodes (kubevirt.migration_nodes: from the VMI and the target pod while the VMIM carries none)."""
+    by_vmi = dict(((_meta(v).get("namespace"), _meta(v).get("name")), v) for v in vmis or [])
     result = []
-    for vmim in sorted(in_flight(vmims or []), key=lambda m: _meta(m).get("creationTimestamp") or ""):
-        state = _status(vmim).get("migrationState") or {}
+    unfinished = [m for m in vmims or [] if not is_final(m)]
+    for vmim in sorted(unfinished, key=lambda m: _meta(m).get("creationTimestamp") or ""):
+        source, target = migration_nodes(vmim, by_vmi.get((_meta(vmim).get("namespace"), _spec(vmim).get("vmiName"))),
+                                         pods)
         result.append({"namespace": _meta(vmim).get("namespace"), "name": _meta(vmim).get("name"),
                        "vmi": _spec(vmim).get("vmiName"), "phase": phase(vmim),
-                       "source_node": state.get("sourceNode"), "target_node": state.get("targetNode")})
+                       "source_node": source, "target_node": target,
+                       "cancel_requested": bool(_meta(vmim).get("deletionTimestamp"))})
     return result
 
 
@@ -192,7 +199,7 @@ def report(server_version, capabilities, nodes, pods, vmis, vmims, kubevirt_cr, 
         "nodes": rows,
         "balance": balance(rows, nodes),
         "vmis_on_default_scheduler": sorted(_key(v) for v in active_vmis(vmis) if scheduler_of(v) == DEFAULT_SCHEDULER),
-        "migrations_in_flight": summarize_migrations(vmims),
+        "migrations_in_flight": summarize_migrations(vmims, vmis, pods),
     }
 
 

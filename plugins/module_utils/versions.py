@@ -140,6 +140,31 @@ KUBEVIRT_FEATURES = {
         "min_version": "1.5.0",
         "description": "ClusterRole kubevirt.io:migrate (VMIM writes no longer granted to namespace admins)",
     },
+    # pkg/virt-config/virt-config.go DefaultVMRolloutStrategy: LiveUpdate from 1.6.0, Stage before; a VM's
+    # nodeSelector, affinity and tolerations then reach its running VMI (pkg/virt-controller/watch/vm/vm.go).
+    "live_update_by_default": {
+        "min_version": "1.6.0",
+        "description": "spec.configuration.vmRolloutStrategy defaults to LiveUpdate (1.5: Stage)",
+    },
+    # pkg/virt-controller/watch/vm/vm.go syncVMAnnotationsToVMI (1.9: syncDynamicAnnotationsAndLabelsToVMI):
+    # the descheduler's evict annotation of a VM's template reaches its running VMI, and from there the launcher pod.
+    "evict_annotation_synced": {
+        "min_version": "1.6.0",
+        "description": "the VM template's descheduler.alpha.kubernetes.io/evict reaches the running VMI and its pod",
+    },
+    # pkg/virt-controller/watch/migration/migration.go createTargetPod: the source node's
+    # cpu-vendor.node.kubevirt.io/<vendor> label becomes a nodeSelector of every migration target pod.
+    "migration_cpu_vendor_selector": {
+        "min_version": "1.6.0",
+        "description": "migration target pods require the source node's CPU vendor",
+    },
+    # MigrationPriorityQueue, GA in 1.9.0: VMIM spec.priority, which virt-api lets only virt-controller set
+    # (admitters/migration-create-admitter.go: "Migration priority queue, only virt-controller is allowed to
+    # set priority field").
+    "migration_priority": {
+        "min_version": "1.9.0",
+        "description": "VirtualMachineInstanceMigration.spec.priority (set by virt-controller only)",
+    },
 }
 
 # KubeVirt's live-migration limits when its CR leaves them unset

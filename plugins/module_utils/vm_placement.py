@@ -30,6 +30,7 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
     GROUP,
     VERSION,
     VMS,
+    condition,
     detect_live_updated_fields,
     phase,
 )
@@ -267,10 +268,17 @@ def plan(vm, params):
     return patch, changes
 
 
-def takes_effect(changes, vmi, live_fields):
+def takes_effect(changes, vmi, live_fields, vm=None):
+    """When the changes reach the VM: next_start (no VMI runs), live_migration (KubeVirt copies them all to the
+    running VMI; placement follows at its next migration) or restart. A VM that already carries KubeVirt's
+    RestartRequired condition gets no live update of its spec until it restarts (vm.go: the live updates only
+    run while the VM has no RestartRequired condition); the evict annotation is synced even then."""
     if vmi is None or phase(vmi) in FINAL_PHASES:
         return "next_start"
-    if any(field not in live_fields for field in changes):
+    live = set(live_fields)
+    if (condition(vm, "RestartRequired") or {}).get("status") == "True":
+        live &= {"evict"}
+    if any(field not in live for field in changes):
         return "restart"
     return "live_migration"
 
@@ -378,7 +386,7 @@ class Placement:
                 continue
             if not changes:
                 continue  # the record only, or deleted meanwhile
-            effect = takes_effect(changes, vmis.get((namespace, name)), live)
+            effect = takes_effect(changes, vmis.get((namespace, name)), live, vm)
             results.append({"namespace": namespace, "name": name, "changes": changes, "takes_effect": effect})
             if effect == "restart":
                 restart.append(key)

@@ -199,7 +199,9 @@ vmis_on_default_scheduler:
   elements: str
   sample: ["prod/db01", "prod/web01"]
 migrations_in_flight:
-  description: VMIMs neither C(Succeeded) nor C(Failed) nor being deleted, oldest first.
+  description:
+    - VMIMs neither C(Succeeded) nor C(Failed), oldest first, those being cancelled too (KubeVirt keeps a deleted VMIM
+      until the migration is cancelled or aborted, and refuses another migration of the VMI meanwhile).
   returned: always
   type: list
   elements: dict
@@ -217,11 +219,19 @@ migrations_in_flight:
       description: The VMIM's phase (V(null) before KubeVirt picks it up).
       type: str
     source_node:
-      description: The node the migration leaves, when KubeVirt reported it.
+      description:
+        - The node the migration leaves. KubeVirt records a migration's nodes on the VMIM only once it has ended;
+          while it runs they come from the VMI (C(status.migrationState) once the target is handed the migration,
+          before that C(status.nodeName)).
       type: str
     target_node:
-      description: The node the migration goes to, once known.
+      description:
+        - The node the migration goes to, once known (the VMI's C(status.migrationState), or before the hand-off
+          the node the target launcher pod was scheduled to).
       type: str
+    cancel_requested:
+      description: Whether the VMIM was deleted and KubeVirt is cancelling or aborting the migration.
+      type: bool
   sample: [{"namespace": "prod", "name": "db01-move", "vmi": "db01", "phase": "Running",
             "source_node": "node01", "target_node": "node04"}]
 """

@@ -25,11 +25,14 @@ description:
     recorded field and removes the annotation, leaving the rest of the VM alone. Values changed by someone else after
     the module set them are overwritten by the restore.
   - B(Fails before any write) on an invalid setting or label selector, naming it.
-  - B(When changes take effect.) A VM's template only shapes the next VMI. For running VMIs, C(schedulerName) and the
-    evict annotation need a restart (the launcher pod is created from the VMI). With the KubeVirt CR's
-    C(spec.configuration.vmRolloutStrategy=LiveUpdate), KubeVirt copies nodeSelector, affinity and tolerations to the
-    running VMI, where they apply to the next live migration; otherwise (C(Stage), or not set, treated
-    conservatively) they need a restart too. RV(restart_required) and RV(live_migration_required) list the VMIs.
+  - B(When changes take effect.) A VM's template only shapes the next VMI. For running VMIs, C(schedulerName) needs a
+    restart (KubeVirt sets the VM's C(RestartRequired) condition). Under the KubeVirt CR's
+    C(spec.configuration.vmRolloutStrategy) C(LiveUpdate), KubeVirt copies nodeSelector, affinity and tolerations to
+    the running VMI, where they apply to the next live migration; C(LiveUpdate) is the default from KubeVirt 1.6
+    (1.5 defaults to C(Stage), where they need a restart too). From KubeVirt 1.6 the evict annotation reaches the
+    running VMI and its launcher pod at once. A VM that already has a C(RestartRequired) condition gets no live update
+    until it restarts. RV(restart_required) and RV(live_migration_required) list the VMIs; they agree with the
+    C(RestartRequired) condition KubeVirt sets on each VM.
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - vmsched.kubevirt.attributes
@@ -233,7 +236,9 @@ live_migration_required:
   elements: str
   sample: ["prod/web01"]
 live_updated_fields:
-  description: The managed fields KubeVirt copies to running VMIs on this cluster (from its rollout strategy).
+  description:
+    - The managed fields KubeVirt copies to running VMIs on this cluster, from its rollout strategy (configured, or
+      the default of its release) and its release (V(evict) from 1.6).
   returned: always
   type: list
   elements: str

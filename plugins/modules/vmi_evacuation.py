@@ -215,7 +215,8 @@ vmis:
     failure_reason:
       description: Why the VMI was not moved.
       type: str
-      sample: "not live-migratable: DisksNotLiveMigratable: cannot migrate VMI with non-shared PVCs"
+      sample: "not live-migratable: DisksNotLiveMigratable: cannot migrate VMI: PVC db01-disk is not shared, live
+        migration requires that all PVCs must be shared (using ReadWriteMany access mode)"
 summary:
   description: Counts and timing of the run.
   returned: always

@@ -73,11 +73,13 @@ options:
       - V(added_node_selector) sets C(spec.addedNodeSelector) on the VMIM (KubeVirt 1.6.0 or later). If the API
         server drops the field anyway, the VMIM is deleted at once and the module fails.
       - V(vm_node_selector) is the fallback for older KubeVirt. It adds the selector to the VirtualMachine's
-        C(spec.template.spec.nodeSelector), waits up to 15 seconds for the VMI to take it (KubeVirt propagates it
-        with C(vmRolloutStrategy=LiveUpdate)), otherwise sets it on the VMI directly (which KubeVirt's admission
-        refuses for ordinary users, and then the module fails), migrates, and restores the VM's and the VMI's
-        previous nodeSelector on every exit path (success, failure, timeout, interrupt). Concurrent edits of the
-        VM's nodeSelector during the migration are overwritten by the restore.
+        C(spec.template.spec.nodeSelector), waits up to 30 seconds for KubeVirt to copy it to the running VMI, migrates,
+        and restores the VM's previous nodeSelector on every exit path (success, failure, timeout, interrupt).
+        KubeVirt copies it only under the KubeVirt CR's C(spec.configuration.vmRolloutStrategy) C(LiveUpdate) (the
+        default from 1.6; KubeVirt 1.5 defaults to C(Stage) but supports C(LiveUpdate)) and only while the VM has no
+        C(RestartRequired) condition; otherwise the module fails before any write and says which setting is needed.
+        The VMI's own spec is never written (KubeVirt refuses that to anyone but its own service accounts).
+        Concurrent edits of the VM's nodeSelector during the migration are overwritten by the restore.
     type: str
     choices: [auto, added_node_selector, vm_node_selector]
     default: auto
@@ -283,6 +285,7 @@ elapsed_seconds:
 vm_node_selector:
   description:
     - For O(strategy=vm_node_selector), the VM's nodeSelector before the change and whether it was restored.
+    - C(vmi_patched_directly) is always V(false); the VMI's spec is never written.
   returned: when O(strategy=vm_node_selector) wrote something
   type: dict
   sample: {"original": {"cpu": "fast"}, "restored": true, "vmi_patched_directly": false}

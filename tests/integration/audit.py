@@ -8,16 +8,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-AUDIT_LOG = Path(__file__).resolve().parents[2] / ".cluster" / "audit.log"
+# The cluster under test: VMSCHED_TEST_KUBECONFIG's directory (the Makefile runs several clusters, each in a
+# state directory of its own), else the default local control plane's.
+CLUSTER_DIR = Path(os.environ["VMSCHED_TEST_KUBECONFIG"]).resolve().parent if os.environ.get("VMSCHED_TEST_KUBECONFIG") \
+    else Path(__file__).resolve().parents[2] / ".cluster"
+AUDIT_LOG = CLUSTER_DIR / "audit.log"
 WRITES = {"create", "update", "patch", "delete", "deletecollection"}
 # The control plane's own controllers write into every namespace (kube-root-ca.crt,
 # the default ServiceAccount, node heartbeats); kwokctl runs them with the admin
-# credentials a test also uses, so they are told apart by user agent.
-CONTROL_PLANE_AGENTS = ("kube-controller-manager/", "kube-scheduler/", "kube-apiserver/", "kwok-controller/")
+# credentials a test also uses, so they are told apart by user agent. So is the
+# simulated node agent's kubelet part (tests/cluster/virt_handler/).
+CONTROL_PLANE_AGENTS = ("kube-controller-manager/", "kube-scheduler/", "kube-apiserver/", "kwok-controller/",
+                        "vmsched-kubevirt-node-agent")
+# KubeVirt's components write as their own ServiceAccounts (virt-controller, virt-api, virt-handler).
+KUBEVIRT_USERS = "system:serviceaccount:kubevirt:"
 
 
 def now():
@@ -52,7 +61,8 @@ class Audit:
                 except ValueError:
                     continue
                 if event.get("verb") not in WRITES or event.get("requestReceivedTimestamp", "") < self.since \
-                        or event.get("userAgent", "").startswith(self.ignore_agents):
+                        or event.get("userAgent", "").startswith(self.ignore_agents) \
+                        or (event.get("user") or {}).get("username", "").startswith(KUBEVIRT_USERS):
                     continue
                 ref = event.get("objectRef") or {}
                 name = str(ref.get("name", ""))

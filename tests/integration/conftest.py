@@ -14,6 +14,10 @@ ROOT = Path(__file__).resolve().parents[2]
 KUBECONFIG = Path(os.environ.get("VMSCHED_TEST_KUBECONFIG", ROOT / ".cluster" / "kubeconfig"))
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "kubevirt15: needs a cluster with KubeVirt 1.5 (make integration-kubevirt)")
+
+
 @pytest.fixture(scope="session")
 def kubeconfig() -> Path:
     if not KUBECONFIG.exists():

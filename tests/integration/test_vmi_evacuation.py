@@ -177,3 +177,15 @@ def test_stop_on_failure_stops_before_any_write(kv, kubeconfig, namespace, wait)
     assert sorted(v["status"] for v in res["vmis"]) == ["failed", "not_started", "not_started"]
     assert res["summary"]["not_started"] == 2
     assert kv.list(VMIMS, namespace) == []
+
+
+def test_every_moved_vmi_reports_its_source_and_target(kv, kubeconfig, namespace, wait):
+    """Defect 2: KubeVirt copies a migration's nodes to the VMIM only after it ended (and in flight never): the
+    result takes them from the VMI, so each entry says where the VMI came from and went."""
+    start_vms_on(kv, namespace, 3, SOURCE, wait)
+    rc, res = run_module(kubeconfig, {"node": SOURCE, "namespace": namespace, "added_node_selector": ZONE_B})
+    assert rc == 0, res.get("msg")
+    for entry in res["vmis"]:
+        now = kv.get(VMIS, namespace, entry["name"])["status"]["nodeName"]
+        assert (entry["source_node"], entry["target_node"]) == (SOURCE, now), entry
+        assert (entry["migration"]["source_node"], entry["migration"]["target_node"]) == (SOURCE, now), entry

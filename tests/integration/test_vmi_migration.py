@@ -11,12 +11,16 @@ import datetime
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 from kubernetes import client
 
 from . import ansible_module
+from .audit import AUDIT_LOG
 from .vms import (  # noqa: F401  pylint: disable=unused-import
+    GROUP,
+    VERSION,
     VMIMS,
     VMIS,
     VMS,
@@ -164,7 +168,7 @@ def test_wait_timeout_with_cancel(kv, kubeconfig, namespace, wait):
 
 
 def audit_entries(since, user_agent=USER_AGENT):
-    log = ROOT / ".cluster" / "audit.log"
+    log = AUDIT_LOG
     entries = []
     with open(log, encoding="utf-8") as handle:
         for line in handle:
@@ -244,7 +248,9 @@ def test_user_with_only_the_migrate_clusterrole_can_migrate(kv, api_client, kube
     text = " ".join(res.get("warnings") or [])
     assert "cannot read VirtualMachineInstance" in text and "skipped" in text
     assert res["kubevirt"]["added_node_selector"] is True
-    assert "OpenAPI" in res["kubevirt"]["detected_from"]
+    # KubeVirt lets every authenticated user read its CR (ClusterRole kubevirt.io:default, bound to
+    # system:authenticated by its install strategy), so the version comes from there.
+    assert res["kubevirt"]["detected_from"] == "KubeVirt CR status.observedKubeVirtVersion"
     assert node_of(kv, namespace, "vm") == target
 
 
@@ -252,18 +258,31 @@ def test_user_with_only_the_migrate_clusterrole_can_migrate(kv, api_client, kube
 
 
 @pytest.fixture
-def kubevirt_15(kubeconfig, kv, wait):
-    """The 1.5 CRDs for the duration of one short test, then 1.6 again whatever happens."""
-    def switch(version):
-        subprocess.run([sys.executable, str(ROOT / "tests" / "cluster" / "cluster.py"), "kubevirt", version],
-                       check=True, capture_output=True, text=True, timeout=120)
-    switch("1.5")
-    try:
-        yield
-    finally:
-        switch("1.6")
+def kubevirt_15(kubevirt, kv):
+    """The cluster must run KubeVirt 1.5 (`make integration-kubevirt`, a cluster of its own); the KubeVirt CR's
+    vmRolloutStrategy is restored after the test."""
+    if not kubevirt.startswith("v1.5."):
+        pytest.fail(f"this test needs a cluster with KubeVirt 1.5 (this one runs {kubevirt}); run it with "
+                    "`make integration-kubevirt`", pytrace=False)
+    cr = kv.custom.get_namespaced_custom_object(GROUP, VERSION, "kubevirt", "kubevirts", "kubevirt")
+    before = cr["spec"]["configuration"].get("vmRolloutStrategy")
+    yield kubevirt
+    kv.custom.patch_namespaced_custom_object(GROUP, VERSION, "kubevirt", "kubevirts", "kubevirt",
+                                             {"spec": {"configuration": {"vmRolloutStrategy": before}}})
 
 
+def set_rollout_strategy(kv, strategy, wait, namespace):
+    kv.custom.patch_namespaced_custom_object(GROUP, VERSION, "kubevirt", "kubevirts", "kubevirt",
+                                             {"spec": {"configuration": {"vmRolloutStrategy": strategy}}})
+    # virt-controller reads its configuration from the CR through an informer: give it a moment, proven by a
+    # VM whose nodeSelector KubeVirt copies to its running VMI.
+    start_vm(kv, namespace, "probe", wait)
+    kv.patch(VMS, namespace, "probe", {"spec": {"template": {"spec": {"nodeSelector": {"probe": "yes"}}}}})
+    wait(lambda: (kv.get(VMIS, namespace, "probe")["spec"].get("nodeSelector") or {}).get("probe") == "yes",
+         "virt-controller using vmRolloutStrategy LiveUpdate")
+
+
+@pytest.mark.kubevirt15
 def test_kubevirt_15_auto_fails_vm_node_selector_works_and_restores(kubevirt_15, kv, kubeconfig, namespace, wait):
     start_vm(kv, namespace, "vm", wait, spec_extra={"nodeSelector": {"cpu": "slow"}})
     start_vm(kv, namespace, "bad", wait, spec_extra={"nodeSelector": {"cpu": "slow"}},
@@ -271,18 +290,39 @@ def test_kubevirt_15_auto_fails_vm_node_selector_works_and_restores(kubevirt_15,
 
     rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "target_node": "node03"
                                       if node_of(kv, namespace, "vm") == "node01" else "node01"})
-    assert rc != 0 and "v1.5.2" in res["msg"] and "1.6.0" in res["msg"] and "vm_node_selector" in res["msg"], res
+    assert rc != 0 and "v1.5.3" in res["msg"] and "1.6.0" in res["msg"] and "vm_node_selector" in res["msg"], res
     assert kv.list(VMIMS, namespace) == []
 
+    # Defect 5: under 1.5's default rollout strategy, Stage, KubeVirt never copies the VM's nodeSelector to the
+    # VMI: the fallback cannot work, and says so before any write (it never writes the VMI's spec).
     target = "node03" if node_of(kv, namespace, "vm") == "node01" else "node01"
+    since = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=1)
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "target_node": target,
+                                      "strategy": "vm_node_selector"})
+    assert rc != 0 and "vmRolloutStrategy" in res["msg"] and "Stage" in res["msg"], res
+    assert "Nothing was changed" in res["msg"]
+    assert kv.get(VMS, namespace, "vm")["spec"]["template"]["spec"]["nodeSelector"] == {"cpu": "slow"}
+    time.sleep(2)   # the audit log is written asynchronously
+    writes = [(e["verb"], e["requestURI"]) for e in audit_entries(since)
+              if e["verb"] not in ("get", "list", "watch") and (e.get("objectRef") or {}).get("namespace") == namespace]
+    assert writes == [], writes
+
+    set_rollout_strategy(kv, "LiveUpdate", wait, namespace)
+    since = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=1)
     rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "target_node": target,
                                       "strategy": "vm_node_selector"})
     assert rc == 0, res.get("msg")
     assert res["changed"] is True and res["target_node"] == target == node_of(kv, namespace, "vm")
-    assert res["vm_node_selector"]["restored"] is True
+    assert res["vm_node_selector"]["restored"] is True and res["vm_node_selector"]["vmi_patched_directly"] is False
     vm = kv.get(VMS, namespace, "vm")
     assert vm["spec"]["template"]["spec"]["nodeSelector"] == {"cpu": "slow"}
-    assert kv.get(VMIS, namespace, "vm")["spec"]["nodeSelector"] == {"cpu": "slow"}
+    wait(lambda: kv.get(VMIS, namespace, "vm")["spec"]["nodeSelector"] == {"cpu": "slow"},
+         "KubeVirt copying the restored nodeSelector back to the VMI")
+    time.sleep(2)
+    vmi_writes = [e["verb"] for e in audit_entries(since)
+                  if (e.get("objectRef") or {}).get("resource") == "virtualmachineinstances"
+                  and e["verb"] not in ("get", "list", "watch")]
+    assert vmi_writes == [], "the module must never write a VMI"
 
     # A failing migration restores the VM spec too.
     target = "node03" if node_of(kv, namespace, "bad") == "node01" else "node01"
@@ -291,7 +331,8 @@ def test_kubevirt_15_auto_fails_vm_node_selector_works_and_restores(kubevirt_15,
     assert rc != 0 and "TargetCrashed" in (res["failure_reason"] or ""), res
     assert res["vm_node_selector"]["restored"] is True
     assert kv.get(VMS, namespace, "bad")["spec"]["template"]["spec"]["nodeSelector"] == {"cpu": "slow"}
-    assert kv.get(VMIS, namespace, "bad")["spec"]["nodeSelector"] == {"cpu": "slow"}
+    wait(lambda: kv.get(VMIS, namespace, "bad")["spec"]["nodeSelector"] == {"cpu": "slow"},
+         "the VMI back to its own nodeSelector")
 
 
 # --- watch resilience ---------------------------------------------------------------------------------------
@@ -342,3 +383,106 @@ def test_wait_survives_an_api_server_restart(kv, kubeconfig, namespace, wait):
     rc, res = ansible_module.module_result(proc.returncode, stdout, stderr)
     assert rc == 0, res.get("msg")
     assert res["migration"]["phase"] == "Succeeded" and res["target_node"] == target == node_of(kv, namespace, "vm")
+
+
+# --- KubeVirt as it really is (issue 18's defects) ---------------------------------------------------------------
+
+
+def prefer_node(node):
+    return {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": {
+        "matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}}]}}
+
+
+def test_a_node_whose_cpu_kubevirt_will_not_use_is_refused_naming_the_model(kv, kubeconfig, namespace, wait):
+    """Defect 1: a host-model VM started on Cascade Lake can only move to nodes with that model and its features;
+    virt-controller adds them to the target pod. A Skylake node is refused before any VMIM, naming the model."""
+    vmi = start_vm(kv, namespace, "vm", wait, spec_extra={"affinity": prefer_node("node02")})
+    assert vmi["status"]["nodeName"] == "node02", "the preferred node02 was not chosen; the premise fails"
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "target_node": "node01",
+                                      "unschedulable_timeout": 10})
+    assert rc != 0 and "no node can take" in res["msg"], res
+    assert "host-model Cascadelake-Server" in res["msg"] and "tsx-ctrl" in res["msg"], res["msg"]
+    assert kv.list(VMIMS, namespace) == []
+    # The other Cascade Lake node is fine.
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace,
+                                      "added_node_selector": {"storage": "slow"}}, check=True)
+    assert rc == 0 and res["candidates"] == ["node04"], res
+    rejected = {r["name"]: r["reasons"] for r in res["rejected"]}
+    assert any("host-model Cascadelake-Server" in r for r in rejected["node03"]), rejected
+
+
+def test_preflight_fits_the_launcher_pod_not_the_vm(kv, core, kubeconfig, namespace, wait):
+    """Defect 7: the target pod requests what the launcher pod requests: the VM's memory plus KubeVirt's overhead,
+    the guest-console-log sidecar beside it, the device plugins' resources. A node with room for less is refused."""
+    vmi = start_vm(kv, namespace, "vm", wait, spec_extra={"affinity": prefer_node("node03")})
+    assert vmi["status"]["nodeName"] == "node03", "the preferred node03 was not chosen; the premise fails"
+    [pod] = kv.pods(namespace, vmi)
+    compute = [c for c in pod.spec.containers if c.name == "compute"][0]
+    need = parse_quantity(compute.resources.requests["memory"])
+    sidecar = [c for c in pod.spec.init_containers if c.name == "guest-console-log"][0]
+    assert sidecar.restart_policy == "Always"
+    # Leave node04 room for the compute container alone, not for it and the sidecar.
+    node = core.read_node("node04")
+    from ansible_collections.vmsched.kubevirt.plugins.module_utils.node_fit import pod_requests
+    used = sum(pod_requests(core.api_client.sanitize_for_serialization(p)).get("memory", 0.0)
+               for p in core.list_pod_for_all_namespaces(field_selector="spec.nodeName=node04").items
+               if p.status.phase not in ("Succeeded", "Failed"))
+    filler = parse_quantity(node.status.allocatable["memory"]) - used - need - 10 * 2 ** 20
+    core.create_namespaced_pod(namespace, client.V1Pod(
+        metadata=client.V1ObjectMeta(name="filler"),
+        spec=client.V1PodSpec(node_name="node04", containers=[client.V1Container(
+            name="c", image="registry.example/filler:v1",
+            resources=client.V1ResourceRequirements(requests={"memory": str(int(filler))}))])))
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "target_node": "node04",
+                                      "unschedulable_timeout": 10})
+    assert rc != 0 and "no node can take" in res["msg"], res
+    assert "node04: insufficient memory" in res["msg"], res["msg"]
+    assert kv.list(VMIMS, namespace) == []
+
+
+def parse_quantity(text):
+    from ansible_collections.vmsched.kubevirt.plugins.module_utils.node_fit import parse_quantity as parse
+    return parse(text)
+
+
+def test_a_new_migration_right_after_a_cancel_waits_for_the_abort(kv, kubeconfig, namespace, wait):
+    """Defect 3: deleting a Running VMIM makes KubeVirt abort it, which takes time; until it has ended virt-api
+    refuses another migration. state=absent then present either waits for the abort or says what is aborting."""
+    vmi = start_vm(kv, namespace, "vm", wait, annotations=dict(SLOW, **{"sim.vmsched.kubevirt.io/abort-seconds": "15"}),
+                   spec_extra={"nodeSelector": {"cpu": "slow"}})
+    target = "node03" if vmi["status"]["nodeName"] == "node01" else "node01"
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "wait": False})
+    assert rc == 0 and res["changed"] is True, res
+    first = res["migration"]["name"]
+    wait_migration(kv, namespace, first, wait, phases=("Running",))
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "state": "absent", "wait": False})
+    assert rc == 0 and res["changed"] is True, res
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "target_node": target, "wait": False})
+    assert rc != 0 and "is being cancelled" in res["msg"] and first in res["msg"], res
+    assert "in-flight migration detected" not in res["msg"]
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "target_node": target})
+    assert rc == 0, res.get("msg")
+    assert res["migration"]["phase"] == "Succeeded" and res["target_node"] == target == node_of(kv, namespace, "vm")
+
+
+def test_state_absent_with_wait_reports_the_abort(kv, kubeconfig, namespace, wait):
+    start_vm(kv, namespace, "vm", wait, annotations=SLOW, spec_extra={"nodeSelector": {"cpu": "fast"}})
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "wait": False})
+    assert rc == 0, res
+    wait_migration(kv, namespace, res["migration"]["name"], wait, phases=("Running",))
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "state": "absent"})
+    assert rc == 0 and res["changed"] is True, res.get("msg")
+    assert res["migration"]["phase"] == "Failed" and res["failure_reason"] == "Live migration has been aborted", res
+    assert kv.list(VMIMS, namespace) == []
+
+
+def test_quoted_live_migratable_reasons_are_kubevirts_own(kv, kubeconfig, namespace, wait):
+    """Defect 6: the module quotes the condition virt-handler set, reason and message, word for word."""
+    vmi = start_vm(kv, namespace, "vm", wait, interface="bridge")
+    condition = [c for c in vmi["status"]["conditions"] if c["type"] == "LiveMigratable"][0]
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "added_node_selector": {"zone": "x"}})
+    assert rc != 0
+    assert res["msg"] == (f"VirtualMachineInstance {namespace}/vm is not live-migratable: "
+                          f"{condition['reason']}: {condition['message']}")
+    assert condition["reason"] == "InterfaceNotLiveMigratable"
+    assert kv.list(VMIMS, namespace) == []

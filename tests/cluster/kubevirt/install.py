@@ -154,12 +154,11 @@ def with_node_placement(daemonset, kubevirt_cr):
 
 
 def kubevirt_cr(spec_extra=None):
-    """The KubeVirt CR the tests run with. nodePlacement lets virt-handler run on nodes tainted for
-    dedicated workloads (node05), as an admin who runs VMs there configures it."""
+    """The KubeVirt CR the tests run with. nodePlacement lets virt-handler run on every node, tainted ones
+    too (node05's dedicated=gpu, nodes a test adds for itself), as an admin who runs VMs there configures it."""
     spec = {"imagePullPolicy": "IfNotPresent",
             "configuration": {"developerConfiguration": {"featureGates": []}},
-            "workloads": {"nodePlacement": {"tolerations": [{"key": "dedicated", "operator": "Exists",
-                                                             "effect": "NoSchedule"}]}}}
+            "workloads": {"nodePlacement": {"tolerations": [{"operator": "Exists", "effect": "NoSchedule"}]}}}
     spec.update(spec_extra or {})
     return {"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
             "metadata": {"name": "kubevirt", "namespace": NAMESPACE}, "spec": spec}

@@ -31,6 +31,10 @@ def main(argv=None):
                         default=float(os.environ.get("VMSCHED_MIGRATION_SECONDS", "1.0")),
                         help="how long a migration's memory transfer takes (annotation "
                              "sim.vmsched.kubevirt.io/migration-seconds overrides it)")
+    parser.add_argument("--abort-seconds", type=float,
+                        default=float(os.environ.get("VMSCHED_ABORT_SECONDS", "1.0")),
+                        help="how long aborting a running migration takes (annotation "
+                             "sim.vmsched.kubevirt.io/abort-seconds overrides it)")
     parser.add_argument("--log-level", default=os.environ.get("VMSCHED_HANDLER_LOG_LEVEL", "INFO"))
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -39,7 +43,8 @@ def main(argv=None):
     ready.unlink(missing_ok=True)
 
     agent = Agent(Kube(args.kubeconfig, user_agent="vmsched-kubevirt-node-agent (kubelet part)"),
-                  args.kubevirt_version, args.state, migration_seconds=args.migration_seconds)
+                  args.kubevirt_version, args.state, migration_seconds=args.migration_seconds,
+                  abort_seconds=args.abort_seconds)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

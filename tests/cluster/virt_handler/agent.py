@@ -113,12 +113,14 @@ class NodeHandler:
 
 
 class Agent:
-    def __init__(self, admin, version, state_dir, migration_seconds=1.0, workers=4):
+    def __init__(self, admin, version, state_dir, migration_seconds=1.0, abort_seconds=1.0, workers=4):
         self.admin = admin
         self.version = version
         self.release = release_of(version)
         self.state_dir = state_dir
         self.migration_seconds = migration_seconds
+        self.abort_seconds = abort_seconds
+        self.aborts = {}              # migrationUid -> monotonic time virt-controller's abort request was seen
         self.queue = WorkQueue()
         self.handlers = {}
         self.transfers = {}           # migrationUid -> monotonic start of the (simulated) memory transfer
@@ -139,8 +141,10 @@ class Agent:
 
     # --- events -----------------------------------------------------------------------------------------
 
-    def _on_node(self, _old, new):
-        if new is not None and new["metadata"]["name"] in self.handlers:
+    def _on_node(self, old, new):
+        if new is None:                      # a deleted node: its virt-handler is gone with it
+            self.handlers.pop(old["metadata"]["name"], None)
+        elif new["metadata"]["name"] in self.handlers:
             self.queue.add(("node", new["metadata"]["name"]))
 
     def _on_handler_pod(self, _old, new):
@@ -230,11 +234,20 @@ class Agent:
             handler = self.handlers.get(name)
             if handler is not None:
                 handler.sync()
-            self.queue.add_after(key, HEARTBEAT_SECONDS)
+                self.queue.add_after(key, HEARTBEAT_SECONDS)
         elif kind == "handler-pod":
             pod = self.handler_pods.get(name)
-            handler = self.handlers.get((pod or {}).get("spec", {}).get("nodeName"))
-            if handler is not None and pod["metadata"]["uid"] != handler.pod["metadata"]["uid"]:
+            node = (pod or {}).get("spec", {}).get("nodeName")
+            if pod is None or not _pod_ready(pod) or self.nodes.get(node) is None:
+                return
+            handler = self.handlers.get(node)
+            if handler is None:              # the DaemonSet reached a node added later: virt-handler starts there
+                handler = NodeHandler(self, node, pod)
+                handler.start()
+                self.handlers[node] = handler
+                self.queue.add_after(("node", node), HEARTBEAT_SECONDS)
+                log.info("%s: virt-handler up (pod %s): labelled, heartbeat", node, pod["metadata"]["name"])
+            elif pod["metadata"]["uid"] != handler.pod["metadata"]["uid"]:
                 handler.pod, handler.kube = pod, None     # a new pod: a token bound to it
         elif kind == "vmi":
             self.sync_vmi(name)
@@ -315,6 +328,8 @@ class Agent:
             self.end_launcher_pods(vmi)
             return bool(ms.get("startTimestamp") and not ms.get("endTimestamp"))
         role, name = step
+        if name == "aborted" and not self.abort_done(key, vmi, vmim):
+            return True
         node = ms["targetNode"] if role == "target" else ms.get("sourceNode")
         if node not in self.handlers or (role == "target" and ms["migrationUid"] in self.lost_targets):
             return True
@@ -334,6 +349,18 @@ class Agent:
             self.queue.add_after(("vmi", key), faults.transfer_seconds(vmi, vmim, self.migration_seconds))
             if faults.flag(vmi, vmim, faults.LOSE_TARGET_NODE):
                 self.lose_target(vmi, ms)
+        return True
+
+    def abort_done(self, key, vmi, vmim):
+        """Whether libvirt has finished aborting the migration (it takes abort-seconds from the request)."""
+        uid = mig.state(vmi)["migrationUid"]
+        with self.lock:
+            asked = self.aborts.setdefault(uid, time.monotonic())
+        remaining = asked + faults.transfer_seconds(vmi, vmim, self.abort_seconds, faults.ABORT_SECONDS) - \
+            time.monotonic()
+        if remaining > 0:
+            self.queue.add_after(("vmi", key), remaining + 0.05)
+            return False
         return True
 
     def lose_target(self, vmi, ms):

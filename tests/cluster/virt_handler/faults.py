@@ -5,6 +5,8 @@ Annotations on the VMI (put them in the VM template's metadata; KubeVirt copies 
 or on the VMIM, which wins:
     sim.vmsched.kubevirt.io/migration-seconds: <float>   how long the transfer runs (default: --migration-seconds)
     sim.vmsched.kubevirt.io/migration-fail: <reason>      the source reports the migration failed with this reason
+    sim.vmsched.kubevirt.io/abort-seconds: <float>        how long libvirt takes to abort a running migration once
+                                                          virt-controller asked for it (default: --abort-seconds)
     sim.vmsched.kubevirt.io/target-never-ready: "true"    the target never listens: the VMIM stays in PreparingTarget
     sim.vmsched.kubevirt.io/lose-target-node: "true"      the target node is lost once the transfer started: its
                                                           launcher pod is gone, as after a node failure
@@ -15,6 +17,7 @@ from __future__ import annotations
 PREFIX = "sim.vmsched.kubevirt.io/"
 MIGRATION_SECONDS = PREFIX + "migration-seconds"
 MIGRATION_FAIL = PREFIX + "migration-fail"
+ABORT_SECONDS = PREFIX + "abort-seconds"
 TARGET_NEVER_READY = PREFIX + "target-never-ready"
 LOSE_TARGET_NODE = PREFIX + "lose-target-node"
 
@@ -27,8 +30,8 @@ def knob(vmi, vmim, name):
     return _annotations(vmim).get(name, _annotations(vmi).get(name))
 
 
-def transfer_seconds(vmi, vmim, default):
-    value = knob(vmi, vmim, MIGRATION_SECONDS)
+def transfer_seconds(vmi, vmim, default, name=MIGRATION_SECONDS):
+    value = knob(vmi, vmim, name)
     try:
         return max(0.0, float(value)) if value is not None else default
     except ValueError:

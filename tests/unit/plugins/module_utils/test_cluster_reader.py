@@ -115,9 +115,12 @@ def test_an_unreadable_cr_falls_back_to_the_openapi_schema():
 
 
 @pytest.mark.parametrize("cr, forbidden, fields, warned", [
-    (kubevirt_cr(rollout="LiveUpdate"), (), ["nodeSelector", "affinity", "tolerations"], False),
-    (kubevirt_cr(rollout="Stage"), (), [], False),
-    (kubevirt_cr(), (), [], False),
+    (kubevirt_cr(rollout="LiveUpdate"), (), ["nodeSelector", "affinity", "tolerations", "evict"], False),
+    (kubevirt_cr(rollout="Stage"), (), ["evict"], False),
+    (kubevirt_cr(), (), ["nodeSelector", "affinity", "tolerations", "evict"], False),      # 1.6: LiveUpdate by default
+    (kubevirt_cr("v1.9.0"), (), ["nodeSelector", "affinity", "tolerations", "evict"], False),
+    (kubevirt_cr("v1.5.3"), (), [], False),                                               # 1.5: Stage, no sync
+    (kubevirt_cr("v1.5.3", rollout="LiveUpdate"), (), ["nodeSelector", "affinity", "tolerations"], False),
     (None, (), [], False),
     (kubevirt_cr(rollout="LiveUpdate"), ("kubevirt_cr",), [], True),
 ])

@@ -7,6 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import copy
 import json
 
 import pytest
@@ -95,7 +96,7 @@ def test_selector_of_prefers_the_annotation_then_the_spec():
     (vmi("web", "n1", phase="Scheduling"), "VirtualMachineInstance ns/web is Scheduling, not Running"),
     (vmi("web", "n1", migratable="DisksNotLiveMigratable"),
      "VirtualMachineInstance ns/web is not live-migratable: DisksNotLiveMigratable: cannot migrate VMI"),
-    (vmi("web", "n1", migratable=None), "no LiveMigratable condition yet"),
+    (vmi("web", "n1", migratable=None), "has no LiveMigratable condition, which virt-handler sets once it runs"),
     (vmi("web", "n1", node_selector={"zone": "a"}),
      "the VMI's own nodeSelector sets zone=a; KubeVirt keeps the VMI's value on a key collision, so the "
      "requested zone=b would be ignored"),
@@ -243,7 +244,7 @@ def test_a_dropped_added_node_selector_deletes_the_vmim_at_once():
 
 
 def test_vm_node_selector_goes_through_the_vm_and_restores_it():
-    fake = cluster(cr=kubevirt_cr("v1.5.3"))
+    fake = cluster(cr=kubevirt_cr("v1.5.3", rollout="LiveUpdate"))
     fake.objects[(m.VMS, "ns", "web")]["spec"]["template"]["spec"]["nodeSelector"] = {"keep": "me"}
     engine = run(fake, target_node="n2", strategy="vm_node_selector")
     assert engine.result["target_node"] == "n2" and engine.result["strategy"] == "vm_node_selector"
@@ -253,6 +254,23 @@ def test_vm_node_selector_goes_through_the_vm_and_restores_it():
     [created] = fake.vmims()
     assert "addedNodeSelector" not in created["spec"]
     assert m.selector_of(created) == {"kubernetes.io/hostname": "n2"}
+
+
+@pytest.mark.parametrize("cr, condition, expected", [
+    (kubevirt_cr("v1.5.3"), None, "this cluster's is Stage (the default of KubeVirt v1.5.3)"),
+    (kubevirt_cr("v1.6.6", rollout="Stage"), None, "this cluster's is Stage (spec.configuration.vmRolloutStrategy)"),
+    (kubevirt_cr("v1.5.3", rollout="LiveUpdate"),
+     {"type": "RestartRequired", "status": "True", "message": "a non-live-updatable field was changed"},
+     "has KubeVirt's RestartRequired condition (a non-live-updatable field was changed)"),
+])
+def test_vm_node_selector_refuses_before_any_write_when_kubevirt_would_not_carry_it(cr, condition, expected):
+    fake = cluster(cr=cr)
+    if condition:
+        fake.objects[(m.VMS, "ns", "web")]["status"] = {"conditions": [condition]}
+    before = copy.deepcopy(fake.objects[(m.VMS, "ns", "web")])
+    _engine, message = failing(fake, target_node="n2", strategy="vm_node_selector")
+    assert expected in message and "Nothing was changed" in message
+    assert fake.objects[(m.VMS, "ns", "web")] == before and fake.vmims() == []
 
 
 # --- creating, waiting, the result ---------------------------------------------------------------------------------

@@ -201,3 +201,17 @@ def test_matches_selector():
     assert p.matches_selector({"a": "1", "b": "2"}, {"a": "1"})
     assert not p.matches_selector({"a": "1"}, {"a": "2"})
     assert p.matches_selector(None, {})
+
+
+def test_pod_requests_count_native_sidecars_beside_the_containers():
+    """KubeVirt's launcher pod: compute plus the guest-console-log sidecar (an init container, restartPolicy
+    Always) run together; an ordinary init container only needs its stage's peak."""
+    launcher = {"spec": {
+        "containers": [{"name": "compute", "resources": {"requests": {"cpu": "100m", "memory": "781Mi"}}}],
+        "initContainers": [
+            {"name": "guest-console-log", "restartPolicy": "Always",
+             "resources": {"requests": {"cpu": "5m", "memory": "35M"}}},
+            {"name": "setup", "resources": {"requests": {"cpu": "1", "memory": "10Mi"}}}]}}
+    req = p.pod_requests(launcher)
+    assert req["memory"] == pytest.approx(781 * 2 ** 20 + 35e6)          # sidecar added, not max'ed
+    assert req["cpu"] == pytest.approx(1.005)                          # setup's stage: 1 + the sidecar before it

@@ -90,5 +90,26 @@ def test_migrations_in_flight_only():
              {"metadata": {"name": "done", "namespace": "ns"}, "spec": {"vmiName": "v3"},
               "status": {"phase": "Succeeded"}}]
     assert si.summarize_migrations(vmims) == [
-        {"namespace": "ns", "name": "m0", "vmi": "v2", "phase": None, "source_node": None, "target_node": None},
-        {"namespace": "ns", "name": "m1", "vmi": "v1", "phase": "Running", "source_node": "a", "target_node": "b"}]
+        {"namespace": "ns", "name": "m0", "vmi": "v2", "phase": None, "source_node": None, "target_node": None,
+         "cancel_requested": False},
+        {"namespace": "ns", "name": "m1", "vmi": "v1", "phase": "Running", "source_node": "a", "target_node": "b",
+         "cancel_requested": False}]
+
+
+def test_migrations_in_flight_take_their_nodes_from_the_vmi_and_the_target_pod():
+    """As KubeVirt has it: an in-flight VMIM carries no nodes; the VMI does once handed off, the target pod before."""
+    def vmim(name, vmi, uid, phase, deleting=False):
+        meta = {"name": name, "namespace": "ns", "uid": uid, "creationTimestamp": "2026-01-0%sT00:00:00Z" % uid}
+        if deleting:
+            meta["deletionTimestamp"] = "2026-01-05T00:00:00Z"
+        return {"metadata": meta, "spec": {"vmiName": vmi}, "status": {"phase": phase,
+                                                                      "migrationState": {"sourcePod": "p"}}}
+    vmis = [{"metadata": {"name": "handed", "namespace": "ns"},
+             "status": {"nodeName": "a", "migrationState": {"migrationUid": "1", "sourceNode": "a", "targetNode": "b"}}},
+            {"metadata": {"name": "early", "namespace": "ns"},
+             "status": {"nodeName": "c", "migrationState": {"migrationUid": "old", "sourceNode": "x", "targetNode": "c"}}}]
+    pods = [{"metadata": {"labels": {"kubevirt.io/migrationJobUID": "2"}}, "spec": {"nodeName": "d"}}]
+    got = si.summarize_migrations([vmim("m1", "handed", "1", "Running", deleting=True),
+                                   vmim("m2", "early", "2", "Scheduling")], vmis, pods)
+    assert [(m["name"], m["source_node"], m["target_node"], m["cancel_requested"]) for m in got] == [
+        ("m1", "a", "b", True), ("m2", "c", "d", False)]

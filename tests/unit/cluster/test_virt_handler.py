@@ -1,0 +1,167 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Unit tests for the simulated virt-handler's pure parts (tests/cluster/virt_handler/): each follows the
+virt-handler code its docstrings name, and these pin that behaviour down release by release."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cluster"))
+from virt_handler import migration as mig  # noqa: E402  pylint: disable=wrong-import-position
+from virt_handler import node as nodes  # noqa: E402  pylint: disable=wrong-import-position
+from virt_handler import vmi as vmis  # noqa: E402  pylint: disable=wrong-import-position
+from virt_handler.versions import release  # noqa: E402  pylint: disable=wrong-import-position
+
+V19, V16, V15 = release("v1.9.0"), release("v1.6.6"), release("v1.5.3")
+
+
+def test_labeller_labels_follow_prepare_labels():
+    skylake = nodes.CPUS["skylake"]
+    labels = nodes.labeller_labels(skylake, V19)
+    assert labels["host-model-cpu.node.kubevirt.io/Skylake-Server-IBRS"] == "true"
+    assert labels["cpu-vendor.node.kubevirt.io/Intel"] == "true"
+    assert labels["cpu-model.node.kubevirt.io/Haswell"] == "true"
+    # obsolete models (DefaultObsoleteCPUModels) are offered neither as models nor as migration models
+    assert not [k for k in labels if k.endswith(("/Conroe", "/qemu64", "/kvm64"))]
+    # 1.6+: a model libvirt knows but cannot use still counts for migration (knownModels); 1.5: not
+    assert labels["cpu-model-migration.node.kubevirt.io/Cascadelake-Server"] == "true"
+    assert "cpu-model.node.kubevirt.io/Cascadelake-Server" not in labels
+    assert "cpu-model-migration.node.kubevirt.io/Cascadelake-Server" not in nodes.labeller_labels(skylake, V15)
+    assert labels["cpu-timer.node.kubevirt.io/tsc-frequency"] == "2100000000"
+    assert "node-labeller.kubevirt.io/obsolete-host-model" not in labels
+    assert nodes.labeller_labels(skylake, V19, obsolete=["Skylake-Server-IBRS"])[
+        "node-labeller.kubevirt.io/obsolete-host-model"] == "true"
+
+
+def test_labeller_replaces_only_its_own_labels_and_patches_only_a_change():
+    current = {"cpu": "slow", "cpu-model.node.kubevirt.io/Gone": "true", "cpu-vendor.node.kubevirt.io/Old": "true"}
+    wanted = {"cpu-model.node.kubevirt.io/Haswell": "true"}
+    new = nodes.relabelled(current, wanted)
+    # cpu-vendor is not among nodeLabellerLabels: never removed once set
+    assert new == {"cpu": "slow", "cpu-vendor.node.kubevirt.io/Old": "true", "cpu-model.node.kubevirt.io/Haswell": "true"}
+    patch = nodes.labeller_patch(current, wanted)
+    assert patch[0] == {"op": "test", "path": "/metadata/labels", "value": current}
+    assert nodes.labeller_patch(new, wanted) is None
+
+
+def test_heartbeat_patch_by_release():
+    assert set(nodes.heartbeat_patch(V19)["metadata"]["labels"]) == {"kubevirt.io/schedulable", "cpumanager",
+                                                                    "kubevirt.io/cpumanager"}
+    assert set(nodes.heartbeat_patch(V16)["metadata"]["labels"]) == {"kubevirt.io/schedulable", "cpumanager"}
+    assert nodes.heartbeat_patch(V19, now=0)["metadata"]["annotations"] == {"kubevirt.io/heartbeat": "1970-01-01T00:00:00Z"}
+
+
+def test_device_plugins_resources_appear_once():
+    node = {"status": {"capacity": {"cpu": "16"}, "allocatable": {"cpu": "16"}}}
+    patch = nodes.device_resources(node)
+    assert patch["status"]["allocatable"]["devices.kubevirt.io/kvm"] == "1k"
+    assert patch["status"]["capacity"]["cpu"] == "16"
+    node["status"] = patch["status"]
+    assert nodes.device_resources(node) is None
+
+
+def vmi(interface="masquerade", annotations=None, volumes=None, volume_status=None, host_devices=None):
+    spec = {"domain": {"cpu": {"model": "host-model"},
+                       "devices": {"interfaces": [{"name": "default", interface: {}}],
+                                   "disks": [{"name": "root", "disk": {"bus": "virtio"}}]}},
+            "networks": [{"name": "default", "pod": {}}],
+            "volumes": volumes or [{"name": "root", "containerDisk": {"image": "x"}}]}
+    if host_devices:
+        spec["domain"]["devices"]["hostDevices"] = host_devices
+    return {"metadata": {"name": "v", "namespace": "ns", "uid": "u", "annotations": annotations or {}},
+            "spec": spec, "status": {"phase": "Scheduled", "nodeName": "n1", "volumeStatus": volume_status or []}}
+
+
+@pytest.mark.parametrize("rel, fragment", [
+    (V19, "cannot migrate VMI which does not use masquerade or a migratable plugin to connect to the pod network"),
+    (V16, "cannot migrate VMI which does not use masquerade, bridge with kubevirt.io/allow-pod-bridge-network-live-"
+          "migration VM annotation or a migratable plugin to connect to the pod network"),
+])
+def test_bridge_on_the_pod_network_is_not_live_migratable(rel, fragment):
+    cond, _block = vmis.live_migration_condition(vmi("bridge"), rel, "Skylake-Server-IBRS")
+    assert (cond["status"], cond["reason"], cond["message"]) == ("False", "InterfaceNotLiveMigratable", fragment)
+    allowed = vmi("bridge", annotations={"kubevirt.io/allow-pod-bridge-network-live-migration": ""})
+    assert vmis.live_migration_condition(allowed, rel, "Skylake-Server-IBRS")[0]["status"] == "True"
+
+
+def test_volumes_decide_block_migration_and_a_rwo_pvc_makes_it_unmigratable():
+    cond, block = vmis.live_migration_condition(vmi(), V19, "Skylake-Server-IBRS")
+    assert cond["status"] == "True" and block is True          # a containerDisk is copied: block migration
+    pvc = [{"name": "root", "persistentVolumeClaim": {"claimName": "data"}}]
+    unknown = vmis.live_migration_condition(vmi(volumes=pvc), V19, "m")[0]
+    assert unknown["message"].startswith("cannot migrate VMI: Unable to determine if PVC data is shared")
+    rwo = vmi(volumes=pvc, volume_status=[{"name": "root", "persistentVolumeClaimInfo": {"accessModes": ["ReadWriteOnce"]}}])
+    cond = vmis.live_migration_condition(rwo, V19, "m")[0]
+    assert cond["reason"] == "DisksNotLiveMigratable" and "PVC data is not shared" in cond["message"]
+    rwx = vmi(volumes=pvc, volume_status=[{"name": "root", "persistentVolumeClaimInfo": {"accessModes": ["ReadWriteMany"]}}])
+    assert vmis.live_migration_condition(rwx, V19, "m") == ({"type": "LiveMigratable", "status": "True",
+                                                              "lastProbeTime": None, "lastTransitionTime": None}, False)
+
+
+def test_first_failing_check_wins_and_15_checks_volumes_first():
+    both = vmi("bridge", volumes=[{"name": "root", "persistentVolumeClaim": {"claimName": "data"}}])
+    assert vmis.live_migration_condition(both, V19, "m")[0]["reason"] == "InterfaceNotLiveMigratable"
+    assert vmis.live_migration_condition(both, V15, "m")[0]["reason"] == "DisksNotLiveMigratable"
+    devices = vmi(host_devices=[{"name": "gpu", "deviceName": "x"}])
+    assert vmis.live_migration_condition(devices, V19, "m")[0]["message"] == \
+        "VMI specifies non-migratable generic PCI host device"
+    assert vmis.live_migration_condition(devices, V16, "m")[0]["message"] == "VMI uses a PCI host devices"
+    storage = vmis.storage_live_migration_condition(vmi("bridge"), V19, "m")
+    assert (storage["reason"], storage["message"].split(":")[0]) == ("NotMigratable", "InterfaceNotLiveMigratable")
+
+
+def test_node_status_moves_scheduled_to_running_once():
+    new = vmis.node_status(vmi(), V19, nodes.CPUS["skylake"], "10.0.0.5", now=0)
+    st = new["status"]
+    assert st["phase"] == "Running" and st["selinuxContext"] == "none" and st["migrationMethod"] == "BlockMigration"
+    assert st["phaseTransitionTimestamps"] == [{"phase": "Running", "phaseTransitionTimestamp": "1970-01-01T00:00:00Z"}]
+    assert st["interfaces"][0]["ipAddress"] == "10.0.0.5" and st["interfaces"][0]["mac"].startswith("52:54:00:")
+    assert st["machine"] == {"type": "pc-q35-rhel9.6.0"}
+    assert vmis.node_status(new, V19, nodes.CPUS["skylake"], "10.0.0.5", now=5) == new     # nothing more to write
+
+
+def handed_off(**state):
+    base = {"migrationUid": "m1", "sourceNode": "n1", "targetNode": "n2", "targetPod": "p2"}
+    base.update(state)
+    return {"metadata": {"labels": {"kubevirt.io/nodeName": "n1", "kubevirt.io/migrationTargetNodeName": "n2"}},
+            "status": {"nodeName": "n1", "migrationState": base}}
+
+
+def walk(rel, fail_reason=None):
+    """The handler steps of one migration, applied one by one as the agent would."""
+    vm, steps = handed_off(), []
+    for _ in range(10):
+        step = mig.next_step(vm, rel, transfer_done=True, fail_reason=fail_reason)
+        if step is None:
+            break
+        steps.append(step)
+        vm = mig.apply_step(vm, step[1], rel, target_ip="10.0.0.9", fail_reason=fail_reason, now=0)
+    return steps, vm
+
+
+def test_a_migration_that_succeeds_19_and_15():
+    steps, vm = walk(V19)
+    assert steps == [("target", "listen"), ("source", "start"), ("target", "domain-ready"), ("target", "complete"),
+                     ("target", "cleanup")]
+    assert vm["status"]["nodeName"] == "n2" and vm["metadata"]["labels"]["kubevirt.io/nodeName"] == "n2"
+    assert "kubevirt.io/migrationTargetNodeName" not in vm["metadata"]["labels"]
+    assert vm["status"]["migrationState"]["completed"] is True
+    steps, vm = walk(V15)
+    assert steps == [("target", "listen"), ("source", "start"), ("target", "domain-ready"), ("source", "hand-over")]
+    assert vm["status"]["nodeName"] == "n2"
+    assert vm["metadata"]["labels"]["kubevirt.io/migrationTargetNodeName"] == "n2"   # nothing removes it in 1.5
+
+
+def test_a_migration_that_fails_and_one_that_is_aborted():
+    steps, vm = walk(V19, fail_reason="boom")
+    assert steps[-2:] == [("source", "fail"), ("target", "cleanup")]
+    assert vm["status"]["migrationState"]["failureReason"] == "boom" and vm["status"]["nodeName"] == "n1"
+    running = handed_off(targetNodeAddress="10.0.0.9", startTimestamp="t", abortRequested=True)
+    assert mig.next_step(running, V19, False, None) == ("source", "aborted")
+    assert mig.next_step(running, V16, False, None) == ("source", "aborting")
+    aborted = mig.apply_step(running, "aborted", V19)["status"]["migrationState"]
+    assert (aborted["abortStatus"], aborted["failed"], aborted["completed"], aborted["failureReason"]) == \
+        ("Succeeded", True, True, "Live migration has been aborted")
+    assert "completed" not in mig.apply_step(running, "aborted", V16)["status"]["migrationState"]
