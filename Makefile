@@ -221,7 +221,7 @@ endif
 
 # The collection as users get it: the tarball `ansible-galaxy collection build` makes, installed
 # into a fresh virtualenv (requirements.txt and the ansible-core pin, no `ansible` package, pip's
-# cache) with the kubernetes.core the dev venv's `ansible` package bundles (installed offline: Galaxy
+# cache) with the kubernetes.core and kubevirt.core the dev venv's `ansible` package bundles (installed offline: Galaxy
 # may be unreachable), then the demo run from the installed collection's playbooks
 # (ansible-playbook vmsched.kubevirt.<name>) outside the checkout, in its own namespace, torn down after.
 RELEASE := $(BUILD)/release
@@ -240,16 +240,18 @@ RELEASE_LOCAL_FILES := ^(\.venv|\.build|\.cluster[^/]*|\.ansible|\.git|\.pytest_
 release-check: venv cluster-up ## Build the collection, install the tarball in a fresh venv, run the demo from it
 	$(call say,"ansible-galaxy collection build into $(RELEASE)/")
 	@rm -rf $(RELEASE)
-	@mkdir -p $(RELEASE_COLLECTIONS)/ansible_collections/kubernetes
+	@mkdir -p $(RELEASE_COLLECTIONS)/ansible_collections/kubernetes $(RELEASE_COLLECTIONS)/ansible_collections/kubevirt
 	$(BIN)/ansible-galaxy collection build --output-path $(RELEASE) .
 	@bad=$$(tar -tzf $(RELEASE)/vmsched-kubevirt-*.tar.gz | grep -E '$(RELEASE_LOCAL_FILES)' || true); \
 	if [ -n "$$bad" ]; then printf 'release-check: the tarball holds local files (galaxy.yml build_ignore):\n%s\n' "$$bad" | head -20; exit 1; fi
 	$(call say,"a fresh virtualenv: requirements.txt and $$(grep -E '^ansible-core==' requirements-dev.txt)")
 	$(PYTHON) -m venv $(RELEASE_VENV)
 	$(RELEASE_VENV)/bin/python -m pip install --quiet -r requirements.txt "$$(grep -E '^ansible-core==' requirements-dev.txt)"
-	$(call say,"installing the tarball offline beside the bundled kubernetes.core")
+	$(call say,"installing the tarball offline beside the bundled kubernetes.core and kubevirt.core")
 	cp -r "$$($(BIN)/python -c 'import ansible_collections.kubernetes.core as m; print(list(m.__path__)[0])')" \
 		$(RELEASE_COLLECTIONS)/ansible_collections/kubernetes/core
+	cp -r "$$($(BIN)/python -c 'import ansible_collections.kubevirt.core as m; print(list(m.__path__)[0])')" \
+		$(RELEASE_COLLECTIONS)/ansible_collections/kubevirt/core
 	@# Outside the checkout: its ansible.cfg would point ansible-galaxy at the checkout's link.
 	cd $(RELEASE) && env -u ANSIBLE_CONFIG ANSIBLE_COLLECTIONS_PATH=$(RELEASE_COLLECTIONS) \
 		$(RELEASE_VENV)/bin/ansible-galaxy collection install --offline -p $(RELEASE_COLLECTIONS) vmsched-kubevirt-*.tar.gz

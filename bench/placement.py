@@ -49,7 +49,9 @@ def vm(name):
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "VirtualMachine",
             "metadata": {"name": name, "labels": {"bench": "placement"}},
             "spec": {"runStrategy": "Halted", "template": {"metadata": {"labels": {"app": name}}, "spec": {
-                "domain": {"cpu": {"cores": 1}, "memory": {"guest": "256Mi"}, "devices": {}}}}}}
+                "domain": {"cpu": {"cores": 1}, "memory": {"guest": "256Mi"},
+                           "devices": {"interfaces": [{"name": "default", "masquerade": {}}]}},
+                "networks": [{"name": "default", "pod": {}}]}}}}
 
 
 def playbook(kubeconfig, path, tasks):

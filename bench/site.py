@@ -2,7 +2,7 @@
 """playbooks/site.yml: first converge and no-op re-run times on the local control plane (issue 9).
 
 In a fresh namespace, creates `--vms` VirtualMachines (`--running` of them running through the KubeVirt
-simulator, the rest Halted), then times `ansible-playbook playbooks/site.yml` twice with the same
+local KubeVirt, the rest Halted), then times `ansible-playbook playbooks/site.yml` twice with the same
 variables: the first run converges (scheduler image reference, secondary scheduler, defaults for new
 VMs, descheduler, VM opt-in, report), the second must change nothing; the tasks it reports changed are counted. Finally
 playbooks/teardown.yml removes what site.yml installed (timed too) and the namespace goes.
@@ -34,7 +34,9 @@ def vm(name, running):
     return {"apiVersion": f"{G}/{V}", "kind": "VirtualMachine", "metadata": {"name": name, "labels": {"bench": "site"}},
             "spec": {"runStrategy": "Always" if running else "Halted", "template": {
                 "metadata": {"labels": {"app": name}},
-                "spec": {"domain": {"cpu": {"cores": 1}, "memory": {"guest": "256Mi"}, "devices": {}}}}}}
+                "spec": {"domain": {"cpu": {"cores": 1}, "memory": {"guest": "256Mi"},
+                           "devices": {"interfaces": [{"name": "default", "masquerade": {}}]}},
+                "networks": [{"name": "default", "pod": {}}]}}}}
 
 
 def site_variables(namespace):
