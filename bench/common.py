@@ -98,7 +98,8 @@ def versions():
             env[key.strip()] = value.strip()
     galaxy = yaml.safe_load((ROOT / "galaxy.yml").read_text())
     core = subprocess.run([str(BIN / "ansible"), "--version"], capture_output=True, text=True, check=False)
-    return {"kubernetes": env.get("KUBERNETES_VERSION"), "kubevirt_api": env.get("KUBEVIRT_API"),
+    return {"kubernetes": env.get("KUBERNETES_VERSION"), "kubevirt": env.get("KUBEVIRT_VERSION"),
+            "kubevirt_api": env.get("KUBEVIRT_API"),
             "collection": f"{galaxy['namespace']}.{galaxy['name']} {galaxy['version']}",
             "ansible_core": (core.stdout.split("[core ", 1)[-1].split("]", 1)[0] if core.returncode == 0 else None),
             "python": platform.python_version()}

@@ -28,6 +28,20 @@ SECONDARY_SCHEDULER_MANAGED_BY = "vmsched.kubevirt.secondary_scheduler"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 LAUNCHER_LABEL = ("kubevirt.io", "virt-launcher")
 
+# kube-scheduler's ImageLocality score, as pkg/scheduler/framework/plugins/imagelocality/image_locality.go of
+# Kubernetes v1.36.3 computes it: per image of the pod's init containers, containers and image volumes that the node
+# lists, size x (nodes listing it / all nodes); the sum clamped between 23 MiB and 1000 MiB x (init containers +
+# containers), scaled to 0..100 in integers. Older releases counted fewer of the pod's images.
+MIB = 1024 * 1024
+IMAGE_LOCALITY_MIN = 23 * MIB
+IMAGE_LOCALITY_MAX_PER_CONTAINER = 1000 * MIB
+MAX_NODE_SCORE = 100
+# The kubelet lists at most nodeStatusMaxImages images in status.images, the largest first; 50 unless configured.
+DEFAULT_NODE_STATUS_MAX_IMAGES = 50
+# The launcher pod assumed when none runs: KubeVirt's compute container and its guest-console-log init container,
+# both running the launcher image (VMs with a containerDisk add an image volume of it, and the disk's own image).
+ASSUMED_LAUNCHER_CONTAINERS = ("compute", "guest-console-log")
+
 
 def _meta(obj):
     return (obj or {}).get("metadata") or {}
@@ -90,6 +104,120 @@ def node_lists_image(node, images):
     return False
 
 
+def normalized_image_name(name):
+    """The name the scheduler looks an image up by: the reference, with ``:latest`` added when it has no tag."""
+    if name.rfind(":") <= name.rfind("/"):
+        name = name + ":latest"
+    return name
+
+
+def image_states(nodes):
+    """Per image name, as kube-scheduler's cache keeps it: the size the first node listing it reports, and the names
+    of the nodes listing it. Nodes are taken by name, so the size is deterministic where nodes disagree."""
+    states = {}
+    for node in sorted(nodes or [], key=lambda n: _meta(n).get("name") or ""):
+        name = _meta(node).get("name")
+        for entry in _status(node).get("images") or []:
+            for image in entry.get("names") or []:
+                state = states.setdefault(image, {"size": int(entry.get("sizeBytes") or 0), "nodes": set()})
+                state["nodes"].add(name)
+    return states
+
+
+def pod_images(pod):
+    """The image references ImageLocality counts for a pod, and the number of containers that scales its score."""
+    spec = _spec(pod)
+    containers = list(spec.get("initContainers") or []) + list(spec.get("containers") or [])
+    refs = [c.get("image") for c in containers if c.get("image")]
+    refs += [(v.get("image") or {}).get("reference") for v in spec.get("volumes") or []
+             if (v.get("image") or {}).get("reference")]
+    return [normalized_image_name(r) for r in refs], len(containers)
+
+
+def image_locality_score(refs, num_containers, node_name, states, total_nodes):
+    """kube-scheduler's ImageLocality score (0..100) of a pod with these image references on one node."""
+    total = 0
+    for ref in refs:
+        state = states.get(ref)
+        if state and node_name in state["nodes"]:
+            total += int(state["size"] * (float(len(state["nodes"])) / float(total_nodes)))
+    maximum = IMAGE_LOCALITY_MAX_PER_CONTAINER * max(num_containers, 1)
+    total = min(max(total, IMAGE_LOCALITY_MIN), maximum)
+    return MAX_NODE_SCORE * (total - IMAGE_LOCALITY_MIN) // (maximum - IMAGE_LOCALITY_MIN)
+
+
+def _is_launcher(pod):
+    return (_meta(pod).get("labels") or {}).get(LAUNCHER_LABEL[0]) == LAUNCHER_LABEL[1]
+
+
+def reference_launcher_pod(pods, images):
+    """The launcher pod whose ImageLocality score is reported: the newest non-terminal one (it stands for the VMs to
+    come), else the smallest pod KubeVirt makes for a VM, on one of the launcher images (None if none is known)."""
+    launchers = [p for p in pods or [] if _is_launcher(p) and not node_fit.pod_is_terminal(p)]
+    if launchers:
+        return max(launchers, key=lambda p: (_meta(p).get("creationTimestamp") or "", _key(p)))
+    if not images:
+        return None
+    image = sorted(images)[0]
+    return {"spec": {"initContainers": [{"name": ASSUMED_LAUNCHER_CONTAINERS[1], "image": image}],
+                     "containers": [{"name": ASSUMED_LAUNCHER_CONTAINERS[0], "image": image}]}}
+
+
+def _advice(difference, listing, not_listing, at_cap, image):
+    lines = ["ImageLocality gives a virt-launcher pod %d more points (of 100) on the %d node(s) for VMs that list %s "
+             "in status.images than on the %d that do not, so new VMs lean toward the first."
+             % (difference, len(listing), image, len(not_listing)),
+             "Place VMs with a scheduler running the kubevirt profile (role vmsched.kubevirt.secondary_scheduler, "
+             "ImageLocality off), or raise the kubelet's nodeStatusMaxImages (-1: no cap) so that every node lists it."]
+    capped = [n for n in not_listing if n in at_cap]
+    if capped:
+        lines.append("Not listing it at the kubelet's default cap of %d images: %s."
+                     % (DEFAULT_NODE_STATUS_MAX_IMAGES, ", ".join(capped)))
+    others = [n for n in not_listing if n not in at_cap]
+    if others:
+        lines.append("Not listing it below the default cap (the image is not there yet, or the node's cap is lower): "
+                     "%s." % ", ".join(others))
+    return " ".join(lines)
+
+
+def image_locality_exposure(nodes, pods, images, vm_nodes):
+    """Whether ImageLocality favours some of the nodes VMs run on (vm_nodes, names): which of them list a launcher
+    image, which report the kubelet's default cap of images, the score the reference launcher pod gets for the
+    launcher image on nodes listing it and on the others, and the advice. Returns (summary, {node: score}), the
+    score being the reference pod's whole ImageLocality score on each node."""
+    images = set(normalized_image_name(i) for i in images or [])
+    reported = {_meta(n).get("name"): len(_status(n).get("images") or []) for n in nodes or []}
+    summary = {"launcher_images": sorted(images), "reference_pod": None, "nodes_listing": None,
+               "nodes_not_listing": None,
+               "nodes_at_image_cap": [n for n in vm_nodes if reported.get(n) == DEFAULT_NODE_STATUS_MAX_IMAGES],
+               "score_on_listing_nodes": None, "score_on_other_nodes": None, "score_difference": None,
+               "exposed": None, "advice": None}
+    pod = reference_launcher_pod(pods, images)
+    if pod is None or not reported:
+        return summary, {}
+    summary["reference_pod"] = _key(pod) if _meta(pod).get("name") else None
+    states = image_states(nodes)
+    refs, num_containers = pod_images(pod)
+    scores = {name: image_locality_score(refs, num_containers, name, states, len(reported)) for name in reported}
+    listed = set()
+    for image in images:
+        listed |= (states.get(image) or {}).get("nodes") or set()
+    listing = [n for n in vm_nodes if n in listed]
+    not_listing = [n for n in vm_nodes if n not in listed]
+    # The launcher's share: the pod's launcher references alone, on each node.
+    launcher_refs = [r for r in refs if r in images]
+    own = {name: image_locality_score(launcher_refs, num_containers, name, states, len(reported)) for name in vm_nodes}
+    on = max(own[n] for n in listing) if listing else None
+    off = min(own[n] for n in not_listing) if not_listing else None
+    difference = on - off if listing and not_listing else 0
+    summary.update(nodes_listing=listing, nodes_not_listing=not_listing, score_on_listing_nodes=on,
+                   score_on_other_nodes=off, score_difference=difference, exposed=difference > 0)
+    if difference > 0:
+        shown = sorted(set(launcher_refs)) or sorted(images)
+        summary["advice"] = _advice(difference, listing, not_listing, summary["nodes_at_image_cap"], " / ".join(shown))
+    return summary, scores
+
+
 def _mentions_kube_scheduler(pod_spec):
     for container in pod_spec.get("containers") or []:
         words = [container.get("image") or ""] + list(container.get("command") or []) + list(container.get("args") or [])
@@ -150,18 +278,26 @@ def summarize_nodes(nodes, pods, vmis, images):
             "taints": _spec(node).get("taints") or [],
             "unschedulable": bool(_spec(node).get("unschedulable")),
             "lists_virt_launcher_image": node_lists_image(node, images),
+            "images_reported": len(_status(node).get("images") or []),
         })
     result.sort(key=lambda n: n["name"] or "")
     return result
 
 
-def balance(node_rows, nodes):
-    """CVs over uncordoned nodes labelled kubevirt.io/schedulable=true (all uncordoned ones if none is labelled)."""
+def vm_node_rows(node_rows, nodes):
+    """The rows of the nodes that can take VMs: uncordoned and labelled kubevirt.io/schedulable=true (all uncordoned
+    ones if none is labelled)."""
     labelled = {_meta(n).get("name") for n in nodes or []
                 if (_meta(n).get("labels") or {}).get(SCHEDULABLE_LABEL) == "true"}
     usable = [r for r in node_rows if not r["unschedulable"]]
     if labelled:
         usable = [r for r in usable if r["name"] in labelled]
+    return usable
+
+
+def balance(node_rows, nodes):
+    """CVs over the nodes that can take VMs (vm_node_rows)."""
+    usable = vm_node_rows(node_rows, nodes)
     shares = [r["cpu_requested"] / r["cpu_allocatable"] for r in usable if r["cpu_allocatable"] > 0]
     return {"vmi_count_cv": coefficient_of_variation([r["vmi_count"] for r in usable]),
             "cpu_share_cv": coefficient_of_variation(shares),
@@ -186,7 +322,11 @@ def summarize_migrations(vmims, vmis=None, pods=None):
 
 def report(server_version, capabilities, nodes, pods, vmis, vmims, kubevirt_cr, deployments):
     """The whole result from the lists (plain dicts as the API returns them)."""
-    rows = summarize_nodes(nodes, pods, vmis, launcher_images(kubevirt_cr, pods))
+    images = launcher_images(kubevirt_cr, pods)
+    rows = summarize_nodes(nodes, pods, vmis, images)
+    exposure, scores = image_locality_exposure(nodes, pods, images, [r["name"] for r in vm_node_rows(rows, nodes)])
+    for row in rows:
+        row["image_locality_score"] = scores.get(row["name"])
     return {
         "server_version": server_version,
         "kubevirt": {
@@ -198,6 +338,7 @@ def report(server_version, capabilities, nodes, pods, vmis, vmims, kubevirt_cr, 
         "schedulers": summarize_schedulers(pods, vmis, deployments),
         "nodes": rows,
         "balance": balance(rows, nodes),
+        "image_locality": exposure,
         "vmis_on_default_scheduler": sorted(_key(v) for v in active_vmis(vmis) if scheduler_of(v) == DEFAULT_SCHEDULER),
         "migrations_in_flight": summarize_migrations(vmims, vmis, pods),
     }

@@ -34,6 +34,14 @@ description:
     C(kubevirt.io/schedulable=true) (or all uncordoned nodes when no node carries that label). Each figure is a
     coefficient of variation (population standard deviation divided by the mean); V(0) is perfectly even, V(null)
     means there is nothing to compare (no such node, or a mean of zero).
+  - B(ImageLocality exposure) (RV(image_locality)). The kubelet lists at most C(nodeStatusMaxImages) images in a
+    node's C(status.images) (50 unless configured), the largest first, so the one virt-launcher image every KubeVirt
+    node holds is listed on some nodes and not on others. kube-scheduler's ImageLocality score (default profile,
+    weight 1) then favours the nodes listing it. The report says which of the nodes that can take VMs list it, which
+    report exactly 50 images, and the ImageLocality score a virt-launcher pod gets on each node, computed as
+    kube-scheduler v1.36 computes it (images of init containers, containers and image volumes; size times the share
+    of all nodes listing the image; clamped between 23 MiB and 1000 MiB per container; scaled to 0..100), for the
+    newest running virt-launcher pod, or for KubeVirt's smallest launcher pod when none runs.
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - vmsched.kubevirt.attributes
@@ -71,6 +79,11 @@ EXAMPLES = r"""
 - name: Fail when a node with VMs lacks the virt-launcher image
   ansible.builtin.assert:
     that: placement.nodes | rejectattr('lists_virt_launcher_image') | selectattr('vmi_count', 'gt', 0) | list | length == 0
+
+- name: Fail when ImageLocality favours some of the nodes VMs run on
+  ansible.builtin.assert:
+    that: not placement.image_locality.exposed
+    fail_msg: "{{ placement.image_locality.advice }}"
 
 - name: Read it from another cluster context
   vmsched.kubevirt.scheduling_info:
@@ -171,9 +184,21 @@ nodes:
         - Whether the node's C(status.images) lists the virt-launcher image (from the KubeVirt CR's observed registry
           and version, and the images of running virt-launcher pods); V(null) when that image is unknown.
       type: bool
+    images_reported:
+      description:
+        - How many images the node's C(status.images) lists. V(50) is the kubelet's default C(nodeStatusMaxImages);
+          the node likely holds more images than it reports.
+      type: int
+    image_locality_score:
+      description:
+        - The ImageLocality score (0..100) kube-scheduler gives the reference virt-launcher pod
+          (RV(image_locality.reference_pod)) on this node, all of its images counted; V(null) when no launcher image
+          is known.
+      type: int
   sample: [{"name": "node01", "vmi_count": 3, "cpu_requested": 0.3, "cpu_allocatable": 16.0,
             "memory_requested": 3489660928, "memory_allocatable": 68719476736, "taints": [],
-            "unschedulable": false, "lists_virt_launcher_image": true}]
+            "unschedulable": false, "lists_virt_launcher_image": true, "images_reported": 50,
+            "image_locality_score": 21}]
 balance:
   description: How evenly VMs and requested CPU spread over the nodes that can take VMs.
   returned: always
@@ -192,6 +217,65 @@ balance:
       type: list
       elements: str
   sample: {"vmi_count_cv": 0.3333, "cpu_share_cv": 0.2981, "nodes": ["node01", "node02", "node03"]}
+image_locality:
+  description:
+    - Whether kube-scheduler's ImageLocality score favours some of the nodes that can take VMs (the nodes of
+      RV(balance.nodes)) because only some of them list the virt-launcher image in C(status.images).
+  returned: always
+  type: dict
+  contains:
+    launcher_images:
+      description: The virt-launcher image references looked for (KubeVirt CR and running virt-launcher pods).
+      type: list
+      elements: str
+    reference_pod:
+      description:
+        - The virt-launcher pod the scores are computed for, as C(namespace/name), the newest non-terminal one.
+          V(null) when none runs; the scores are then those of KubeVirt's smallest launcher pod (containers
+          C(compute) and C(guest-console-log) on the launcher image).
+      type: str
+    nodes_listing:
+      description: The nodes that can take VMs and list a launcher image; V(null) when no launcher image is known.
+      type: list
+      elements: str
+    nodes_not_listing:
+      description: The nodes that can take VMs and do not list it; V(null) when no launcher image is known.
+      type: list
+      elements: str
+    nodes_at_image_cap:
+      description:
+        - The nodes that can take VMs and report exactly 50 images, the kubelet's default C(nodeStatusMaxImages). A
+          node with another cap is not recognised.
+      type: list
+      elements: str
+    score_on_listing_nodes:
+      description:
+        - The ImageLocality points the launcher image alone earns the reference pod on a node listing it; V(null)
+          when no such node.
+      type: int
+    score_on_other_nodes:
+      description: The same on a node not listing it (V(0) below the threshold); V(null) when no such node.
+      type: int
+    score_difference:
+      description:
+        - How many more points (of 100, ImageLocality's weight 1 in the default profile) a launcher pod gets on nodes
+          listing the image than on the others; V(0) when all or none of the nodes list it.
+      type: int
+    exposed:
+      description:
+        - Whether RV(image_locality.score_difference) is above 0, i.e. the default scheduler leans toward some nodes
+          for new VMs; V(null) when no launcher image is known.
+      type: bool
+    advice:
+      description:
+        - What to do when exposed (a scheduler with the C(kubevirt) profile for VMs, or a higher kubelet
+          C(nodeStatusMaxImages)), naming the nodes at the cap; V(null) otherwise.
+      type: str
+  sample: {"launcher_images": ["quay.io/kubevirt/virt-launcher:v1.9.0"], "reference_pod": "prod/virt-launcher-db01-x7k2p",
+           "nodes_listing": ["node01", "node03"], "nodes_not_listing": ["node02", "node04"],
+           "nodes_at_image_cap": ["node01", "node02", "node03", "node04"], "score_on_listing_nodes": 21,
+           "score_on_other_nodes": 0, "score_difference": 21, "exposed": true,
+           "advice": "ImageLocality gives a virt-launcher pod 21 more points (of 100) ..."}
 vmis_on_default_scheduler:
   description: Non-final VMIs without a C(spec.schedulerName) or with C(default-scheduler), as C(namespace/name), sorted.
   returned: always

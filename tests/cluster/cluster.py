@@ -36,6 +36,7 @@ sys.path.insert(0, str(HERE))
 import build  # noqa: E402  pylint: disable=wrong-import-position
 from kubectl import Kubectl  # noqa: E402  pylint: disable=wrong-import-position
 from kubevirt.install import KubeVirtControlPlane  # noqa: E402  pylint: disable=wrong-import-position
+import node_images  # noqa: E402  pylint: disable=wrong-import-position
 from processes import Background  # noqa: E402  pylint: disable=wrong-import-position
 
 # Set VMSCHED_PORT_OFFSET to run a second local control plane beside the first
@@ -187,7 +188,10 @@ def node_objects(kubevirt_version, count=None):
     fixture = yaml.safe_load((HERE / "nodes.yaml").read_text())
     pattern = fixture["nodes"]
     count = count or int(os.environ.get("VMSCHED_NODES", len(pattern)))
-    launcher = f"quay.io/kubevirt/virt-launcher:{kubevirt_version}"
+    launcher = node_images.launcher_reference(kubevirt_version)
+    max_images = fixture["defaults"].get("node_status_max_images", node_images.DEFAULT_MAX_IMAGES)
+    held_by_workload = {name: node_images.workload_images(name, groups)
+                        for name, groups in fixture["workloads"].items()}
     nodes = []
     for i in range(count):
         spec = pattern[i % len(pattern)]
@@ -195,10 +199,13 @@ def node_objects(kubevirt_version, count=None):
         labels = dict(fixture["defaults"]["labels"], **spec.get("labels", {}))
         labels.update({"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
                        "kubernetes.io/arch": "amd64", "topology.kubernetes.io/zone": spec["zone"]})
-        # 50 images per node, like a kubelet at its cap; virt-launcher only where the fixture says.
-        images = [f"registry.example/app-{i % 7}-{n}:v1" for n in range(50)]
-        if spec.get("virt_launcher_image"):
-            images[-1] = launcher
+        # What the node holds, listed the kubelet's way: whether the launcher makes the cut follows from the rest.
+        held = (node_images.system_images() + node_images.kubevirt_images(kubevirt_version)
+                + held_by_workload[spec["workload"]])
+        images = node_images.kubelet_image_list(held, spec.get("node_status_max_images", max_images))
+        if node_images.lists(images, launcher) != bool(spec.get("virt_launcher_image")):
+            sys.exit(f"cluster.py: nodes.yaml says {spec['name']} {'lists' if spec.get('virt_launcher_image') else 'does not list'} "
+                     f"the launcher image, but its workload {spec['workload']!r} gives the opposite")
         nodes.append({
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": labels,
@@ -208,7 +215,7 @@ def node_objects(kubevirt_version, count=None):
             "spec": {"taints": spec.get("taints", []), "unschedulable": bool(spec.get("unschedulable"))},
             "status": {"capacity": fixture["defaults"]["capacity"],
                        "allocatable": fixture["defaults"]["capacity"],
-                       "images": [{"names": [img], "sizeBytes": 100_000_000 + n} for n, img in enumerate(images)]},
+                       "images": images},
         })
     return nodes
 

@@ -50,7 +50,7 @@ def token_kubeconfig(api_client, core, namespace, service_account, path: Path):
 class RealScheduler:
     """The control plane's own kube-scheduler binary, run with a configuration from the cluster."""
 
-    def __init__(self, config: dict, kubeconfig: Path, workdir: Path):
+    def __init__(self, config: dict, kubeconfig: Path, workdir: Path, verbosity: int = 2):
         config = dict(config, clientConnection=dict(config.get("clientConnection") or {}, kubeconfig=str(kubeconfig)))
         self.config_path = workdir / "config.yaml"
         self.config_path.write_text(yaml.safe_dump(config))
@@ -60,7 +60,7 @@ class RealScheduler:
         self.proc = subprocess.Popen(  # pylint: disable=consider-using-with
             [str(build.bin_dir() / "kube-scheduler"), f"--config={self.config_path}",
              "--bind-address=127.0.0.1", f"--secure-port={self.port}",
-             f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}", "--v=2"],
+             f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}", f"--v={verbosity}"],
             stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def healthy(self):
@@ -93,8 +93,9 @@ class RealScheduler:
 def real_scheduler(tmp_path):
     started = []
 
-    def _start(config, kubeconfig):
-        sched = RealScheduler(config, kubeconfig, tmp_path)
+    def _start(config, kubeconfig, verbosity=2):
+        """verbosity 10 logs every score plugin's score for every node ("Plugin scored node for pod")."""
+        sched = RealScheduler(config, kubeconfig, tmp_path, verbosity)
         started.append(sched)
         return sched
 

@@ -10,6 +10,7 @@ agree, i.e. nothing the report looks at changed in between (retried otherwise).
 from __future__ import annotations
 
 import json
+import re
 import statistics
 
 import pytest
@@ -17,6 +18,8 @@ from kubernetes import client
 from kubernetes.utils import parse_quantity
 
 from . import ansible_module
+# real_scheduler is a fixture: imported so that pytest finds it for this module's tests.
+from .local_scheduler import real_scheduler  # noqa: F401  pylint: disable=unused-import
 from .vms import (  # noqa: F401  pylint: disable=unused-import
     GROUP,
     VERSION,
@@ -264,3 +267,53 @@ def test_figures_equal_an_independent_count(kv, apis, kubeconfig, namespace, wai
     assert calls == sorted([("list", "nodes"), ("list", "pods"), ("list", "virtualmachineinstances"),
                             ("list", "virtualmachineinstancemigrations"), ("list", "kubevirts"),
                             ("list", "deployments"), ("get", "/version/")]), calls
+
+
+# kube-scheduler at -v=10 logs, for each pod it scores: "Plugin scored node for pod" pod="ns/name" plugin="X" node="n" score=N
+SCORE_LINE = re.compile(r'"Plugin scored node for pod" pod="(?P<pod>[^"]+)" plugin="ImageLocality" node="(?P<node>[^"]+)" '
+                        r'score=(?P<score>\d+)')
+
+
+def logged_image_locality(log_text, pod):
+    return {m["node"]: int(m["score"]) for m in SCORE_LINE.finditer(log_text) if m["pod"] == pod}
+
+
+def test_image_locality_exposure_is_what_the_real_scheduler_computes(kv, core, kubeconfig, namespace, wait,
+                                                                      real_scheduler):
+    """The per-node ImageLocality scores scheduling_info predicts for a virt-launcher pod are those a real kube-scheduler
+    of the cluster's version (default profile) logs for it; the listing and the cap come from the nodes' status."""
+    name = f"il-{namespace}"
+    scheduler = real_scheduler({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                                "leaderElection": {"leaderElect": False}, "profiles": [{"schedulerName": name}]},
+                               kubeconfig, verbosity=10)
+    wait(scheduler.healthy, "the real kube-scheduler's /healthz", timeout=60)
+    kv.create(VMS, namespace, vm_manifest("vm", spec_extra={"schedulerName": name}))
+    vmi = running_vmi(kv, namespace, "vm", wait)
+    pod = kv.pods(namespace, vmi)[0]
+    key = f"{namespace}/{pod.metadata.name}"
+    logged = wait(lambda: logged_image_locality(scheduler.log_path.read_text(), key), f"ImageLocality scores of {key}")
+
+    rc, res = run_module(kubeconfig)
+    assert rc == 0, res.get("msg")
+    exposure = res["image_locality"]
+    assert exposure["reference_pod"] == key   # the newest launcher pod: this test's
+    rows = {row["name"]: row for row in res["nodes"]}
+    assert {node: rows[node]["image_locality_score"] for node in logged} == logged
+
+    # Independently from the nodes' status: which nodes that take VMs list the pod's launcher image, at which count.
+    launcher = next(c.image for c in pod.spec.containers if c.name == "compute")
+    vm_nodes = sorted(n.metadata.name for n in core.list_node().items
+                      if not n.spec.unschedulable and (n.metadata.labels or {}).get("kubevirt.io/schedulable") == "true")
+    listing = [n.metadata.name for n in core.list_node().items if n.metadata.name in vm_nodes
+               and any(launcher in (image.names or []) for image in n.status.images or [])]
+    assert exposure["nodes_listing"] == sorted(listing) == ["node01", "node03"]
+    # node05 is tainted: VMs that tolerate the taint run there, so it counts, but this pod was not scored on it.
+    assert exposure["nodes_not_listing"] == [n for n in vm_nodes if n not in listing] == ["node02", "node04", "node05"]
+    assert sorted(logged) == ["node01", "node02", "node03", "node04"]
+    assert exposure["nodes_at_image_cap"] == vm_nodes
+    assert all(rows[n]["images_reported"] == len(core.read_node(n).status.images) == 50 for n in rows)
+    # No node lists the VM's containerDisk: the scores are the launcher's alone, and the scheduler saw the difference.
+    assert logged["node01"] == logged["node03"] == exposure["score_on_listing_nodes"] > 0
+    assert logged["node02"] == logged["node04"] == exposure["score_on_other_nodes"] == 0
+    assert exposure["score_difference"] == logged["node01"] and exposure["exposed"] is True
+    assert "node02, node04, node05" in exposure["advice"] and "kubevirt profile" in exposure["advice"]

@@ -31,8 +31,14 @@ def test_report_only_reads(kubeconfig):
     assert not run.failed, run.stdout + run.stderr
     assert run.changed == 0
     table = run.result("Show the per-node placement table")["msg"]
-    assert table[0].split()[:2] == ["NODE", "VMIS"]
+    assert table[0].split()[:2] == ["NODE", "VMIS"] and table[0].split()[-2:] == ["IMAGES", "IMAGELOCALITY"]
     assert any(row.split()[0] == "node01" for row in table[1:]), table
+    # The fixture nodes list the launcher image on node01 and node03 only, each at the cap of 50 images.
+    assert all(row.split()[-2] == "50" for row in table[1:]), table
+    exposure = run.result("Show whether ImageLocality favours some nodes (seed 004)")["msg"]
+    assert exposure["nodes_listing_the_launcher"] == ["node01", "node03"], exposure
+    assert exposure["nodes_not_listing_it"] == ["node02", "node04", "node05"], exposure
+    assert "kubevirt profile" in exposure["advice"] and "nodeStatusMaxImages" in exposure["advice"], exposure
     ran = {name for name, result in run.results if not result.get("skipped")}
     assert not ran & {"Deploy the secondary scheduler", "Deploy the descheduler", "Opt the selected VMs in",
                       "Default new VMs to the secondary scheduler"}, ran

@@ -113,3 +113,158 @@ def test_migrations_in_flight_take_their_nodes_from_the_vmi_and_the_target_pod()
                                    vmim("m2", "early", "2", "Scheduling")], vmis, pods)
     assert [(m["name"], m["source_node"], m["target_node"], m["cancel_requested"]) for m in got] == [
         ("m1", "a", "b", True), ("m2", "c", "d", False)]
+
+
+# --- ImageLocality ----------------------------------------------------------------------------------------------
+
+MB = 1024 * 1024   # kube-scheduler's tests write sizes in MiB
+LAUNCHER = "quay.io/kubevirt/virt-launcher:v1.9.0"
+LAUNCHER_BYTES = 457875233
+
+
+def status_node(name, images, cordoned=False, schedulable=True):
+    """A node whose status.images is the given [(names, size)] list."""
+    result = node(name, cordoned=cordoned, schedulable=schedulable)
+    result["status"]["images"] = [{"names": list(names), "sizeBytes": size} for names, size in images]
+    return result
+
+
+# Cases of kube-scheduler's own TestImageLocalityPriority (pkg/scheduler/framework/plugins/imagelocality/
+# image_locality_test.go, v1.36.3), with the scores it expects.
+UPSTREAM_NODES = {
+    "403002000": [(["gcr.io/40:latest", "gcr.io/40:v1", "gcr.io/40:v1"], 40 * MB),
+                  (["gcr.io/300:latest", "gcr.io/300:v1"], 300 * MB), (["gcr.io/2000:latest"], 2000 * MB)],
+    "25010": [(["gcr.io/250:latest"], 250 * MB), (["gcr.io/10:latest", "gcr.io/10:v1"], 10 * MB)],
+    "60040900": [(["gcr.io/600:latest"], 600 * MB), (["gcr.io/40:latest"], 40 * MB), (["gcr.io/900:latest"], 900 * MB)],
+    "300600900": [(["gcr.io/300:latest"], 300 * MB), (["gcr.io/600:latest"], 600 * MB),
+                  (["gcr.io/900:latest"], 900 * MB)],
+    "400030": [(["gcr.io/4000:latest"], 4000 * MB), (["gcr.io/30:latest"], 30 * MB)],
+    "203040": [(["gcr.io/20:latest"], 20 * MB), (["gcr.io/30:latest"], 30 * MB), (["gcr.io/40:latest"], 40 * MB)],
+    "none": [],
+}
+
+
+@pytest.mark.parametrize("containers, init, volumes, node_images, expected", [
+    (["gcr.io/40", "gcr.io/250"], [], [], ["403002000", "25010"], [0, 5]),
+    (["gcr.io/40", "gcr.io/300"], [], [], ["403002000", "25010"], [7, 0]),
+    (["gcr.io/10", "gcr.io/4000"], [], [], ["400030", "25010"], [100, 0]),
+    (["gcr.io/10", "gcr.io/4000"], [], [], ["400030", "25010", "none"], [66, 0, 0]),
+    (["gcr.io/300", "gcr.io/600", "gcr.io/900"], [], [], ["60040900", "300600900", "none"], [32, 36, 0]),
+    (["gcr.io/30", "gcr.io/40"], [], [], ["203040", "400030"], [1, 0]),
+    (["gcr.io/30"], [], ["gcr.io/300"], ["300600900", "400030"], [12, 0]),   # an image volume counts
+    (["gcr.io/30"], ["gcr.io/300"], [], ["403002000", "203040"], [6, 0]),    # an init container counts, and widens
+])
+def test_image_locality_score_agrees_with_kube_scheduler(containers, init, volumes, node_images, expected):
+    nodes = [status_node("node%d" % (i + 1), UPSTREAM_NODES[key]) for i, key in enumerate(node_images)]
+    pod = {"spec": {"containers": [{"image": i} for i in containers], "initContainers": [{"image": i} for i in init],
+                    "volumes": [{"name": "v", "image": {"reference": r}} for r in volumes]}}
+    refs, count = si.pod_images(pod)
+    states = si.image_states(nodes)
+    assert [si.image_locality_score(refs, count, n["metadata"]["name"], states, len(nodes)) for n in nodes] == expected
+
+
+def test_pod_images_normalize_like_the_scheduler():
+    pod = {"spec": {"initContainers": [{"image": "reg:5000/a"}], "containers": [{"image": "b:v1"}, {"image": "c@sha256:x"}],
+                    "volumes": [{"name": "v", "image": {"reference": "d"}}, {"name": "e", "emptyDir": {}}]}}
+    assert si.pod_images(pod) == (["reg:5000/a:latest", "b:v1", "c@sha256:x", "d:latest"], 3)
+
+
+def launcher_pod(name, created, node_name="a", init=True, disk=True):
+    """A virt-launcher pod as KubeVirt v1.9.0 makes it for a VM with a containerDisk."""
+    result = pod(name, node_name, launcher_image=LAUNCHER)
+    result["metadata"]["creationTimestamp"] = created
+    if init:
+        result["spec"]["initContainers"] = [{"name": "guest-console-log", "image": LAUNCHER}]
+    if disk:
+        result["spec"]["initContainers"].append({"name": "volumeroot", "image": "quay.io/containerdisks/fedora:41"})
+        result["spec"]["volumes"] = [{"name": "root", "image": {"reference": "quay.io/containerdisks/fedora:41"}},
+                                     {"name": "launcher-volume", "image": {"reference": LAUNCHER}}]
+    return result
+
+
+def fifty(prefix, launcher=False):
+    """50 images (a kubelet at its default cap), the launcher among them if asked."""
+    images = [(["registry.example/%s-%02d:v1" % (prefix, k)], (600 + k) * 1000000) for k in range(50)]
+    if launcher:
+        images[-1] = (["quay.io/kubevirt/virt-launcher@sha256:abc", LAUNCHER], LAUNCHER_BYTES)
+    return images
+
+
+def exposure_nodes():
+    """a, c list the launcher at the cap; b is at the cap without it; d reports 12 images, none the launcher;
+    e lists it but is cordoned; f lists it but is not a KubeVirt node."""
+    return [status_node("a", fifty("a", launcher=True)), status_node("b", fifty("b")),
+            status_node("c", fifty("c", launcher=True)), status_node("d", fifty("d")[:12]),
+            status_node("e", fifty("e", launcher=True), cordoned=True),
+            status_node("f", fifty("f", launcher=True), schedulable=False)]
+
+
+def test_exposure_lists_nodes_caps_and_the_score_difference():
+    nodes = exposure_nodes()
+    pods = [launcher_pod("virt-launcher-old", "2026-01-01T00:00:00Z", disk=False),
+            launcher_pod("virt-launcher-new", "2026-01-02T00:00:00Z")]
+    cr = {"status": {"observedKubeVirtRegistry": "quay.io/kubevirt", "observedKubeVirtVersion": "v1.9.0"}}
+    result = si.report("v1.36.3", Capabilities(version="v1.9.0"), nodes, pods, [], [], cr, [])
+    exposure = result["image_locality"]
+    assert exposure["launcher_images"] == [LAUNCHER]
+    assert exposure["reference_pod"] == "ns/virt-launcher-new"
+    assert exposure["nodes_listing"] == ["a", "c"] and exposure["nodes_not_listing"] == ["b", "d"]
+    assert exposure["nodes_at_image_cap"] == ["a", "b", "c"]
+    # 4 of the 6 nodes list it: 3 launcher references (guest-console-log, compute, launcher-volume) x 457875233 x 4/6,
+    # over 3 containers: 100 * (915750465 - 23 MiB) // (3000 MiB - 23 MiB) = 28.
+    assert exposure["score_on_listing_nodes"] == 28 and exposure["score_on_other_nodes"] == 0
+    assert exposure["score_difference"] == 28 and exposure["exposed"] is True
+    advice = exposure["advice"]
+    assert "28 more points" in advice and "kubevirt profile" in advice and "nodeStatusMaxImages" in advice
+    assert "default cap of 50 images: b." in advice and "below the default cap" in advice and advice.endswith(": d.")
+    rows = {r["name"]: r for r in result["nodes"]}
+    assert [rows[n]["images_reported"] for n in "abcdef"] == [50, 50, 50, 12, 50, 50]
+    assert [rows[n]["image_locality_score"] for n in "abcdef"] == [28, 0, 28, 0, 28, 28]
+
+
+def test_exposure_counts_the_whole_pod_per_node():
+    """The per-node score is the reference pod's whole score: its containerDisk image counts where it is listed."""
+    nodes = exposure_nodes()
+    nodes[1]["status"]["images"][0] = {"names": ["quay.io/containerdisks/fedora:41"], "sizeBytes": 3000000000}
+    result = si.report("v1.36.3", Capabilities(), nodes, [launcher_pod("p", "2026-01-01T00:00:00Z")], [], [], None, [])
+    rows = {r["name"]: r for r in result["nodes"]}
+    # fedora:41 on b only: 2 references (init volumeroot, volume root) x 3e9 x 1/6 = 1e9 -> 100 * (1e9 - 23 MiB) //
+    # (3000 MiB - 23 MiB) = 31; the launcher part of the summary does not change.
+    assert rows["b"]["image_locality_score"] == 31 and rows["a"]["image_locality_score"] == 28
+    assert result["image_locality"]["score_difference"] == 28
+
+
+def test_no_exposure_when_every_vm_node_lists_the_launcher():
+    nodes = [status_node("a", fifty("a", launcher=True)), status_node("b", fifty("b", launcher=True)),
+             status_node("c", fifty("c"), cordoned=True)]
+    result = si.report("v1.36.3", Capabilities(), nodes, [launcher_pod("p", "2026-01-01T00:00:00Z")], [], [], None, [])
+    exposure = result["image_locality"]
+    assert exposure["nodes_listing"] == ["a", "b"] and exposure["nodes_not_listing"] == []
+    assert exposure["score_difference"] == 0 and exposure["exposed"] is False and exposure["advice"] is None
+    assert exposure["score_on_other_nodes"] is None and exposure["score_on_listing_nodes"] > 0
+
+
+def test_no_exposure_when_no_vm_node_lists_the_launcher():
+    nodes = [status_node("a", fifty("a")), status_node("b", fifty("b"))]
+    result = si.report("v1.36.3", Capabilities(), nodes, [launcher_pod("p", "2026-01-01T00:00:00Z")], [], [], None, [])
+    exposure = result["image_locality"]
+    assert exposure["nodes_listing"] == [] and exposure["nodes_not_listing"] == ["a", "b"]
+    assert exposure["exposed"] is False and exposure["score_on_other_nodes"] == 0
+
+
+def test_exposure_without_a_launcher_pod_assumes_the_smallest_one():
+    """No VM runs: the launcher from the KubeVirt CR, in KubeVirt's smallest pod (compute + guest-console-log)."""
+    cr = {"status": {"observedKubeVirtRegistry": "quay.io/kubevirt", "observedKubeVirtVersion": "v1.9.0"}}
+    result = si.report("v1.36.3", Capabilities(), exposure_nodes(), [], [], [], cr, [])
+    exposure = result["image_locality"]
+    # 2 references x 457875233 x 4/6 over 2 containers: 100 * (610500310 - 23 MiB) // (2000 MiB - 23 MiB) = 28.
+    assert exposure["reference_pod"] is None and exposure["score_difference"] == 28
+    assert exposure["nodes_listing"] == ["a", "c"]
+
+
+def test_exposure_unknown_without_a_launcher_image():
+    result = si.report("v1.36.3", Capabilities(), exposure_nodes(), [], [], [], None, [])
+    exposure = result["image_locality"]
+    assert exposure["exposed"] is None and exposure["nodes_listing"] is None and exposure["advice"] is None
+    assert exposure["nodes_at_image_cap"] == ["a", "b", "c"]
+    assert all(r["image_locality_score"] is None for r in result["nodes"])
