@@ -162,24 +162,27 @@ def test_extravars_are_written_unsafe_as_awx_writes_them():
 
 # --- how preflight checks answers ----------------------------------------------------------------------
 
+# ansible-core's own messages (type conversion, choices, missing) differ in wording between releases:
+# each expected error is a set of fragments.
 @pytest.mark.parametrize("answers, errors", [
-    ({"migrate_vm_name": "db01", "migrate_vm_wait_timeout": -5}, ["migrate_vm_wait_timeout is -5; the least allowed is 1"]),
+    ({"migrate_vm_name": "db01", "migrate_vm_wait_timeout": -5}, [("migrate_vm_wait_timeout is -5; the least allowed is 1",)]),
     ({"migrate_vm_name": "db01", "migrate_vm_wait_timeout": "soon"},
-     ["argument 'migrate_vm_wait_timeout' is of type str and we were unable to convert to int"]),
-    ({"migrate_vm_name": ""}, ["migrate_vm_name is empty; it needs a value"]),
-    ({}, ["missing required arguments: migrate_vm_name"]),
-    ({"migrate_vm_name": "db01", "migrate_vm_strategy": "fast"}, ["value of migrate_vm_strategy must be one of"]),
+     [("'migrate_vm_wait_timeout'", "unable to convert to int")]),
+    ({"migrate_vm_name": ""}, [("migrate_vm_name is empty; it needs a value",)]),
+    ({}, [("missing required arguments: migrate_vm_name",)]),
+    ({"migrate_vm_name": "db01", "migrate_vm_strategy": "fast"},
+     [("value of migrate_vm_strategy must be one of: auto, added_node_selector, vm_node_selector", "got: fast")]),
     ({"migrate_vm_name": "db01", "migrate_vm_node_selector": "cpu=fast, zone"},
-     ['migrate_vm_node_selector is "key=value,key2=value2"; not of that form: zone']),
-    ({"migrate_vm_name": "db01", "migrate_vm_namespace": ""}, ["migrate_vm_namespace is empty; it needs a value"]),
+     [('migrate_vm_node_selector is "key=value,key2=value2"; not of that form: zone',)]),
+    ({"migrate_vm_name": "db01", "migrate_vm_namespace": ""}, [("migrate_vm_namespace is empty; it needs a value",)]),
     ({"migrate_vm_name": "db01", "migrate_vm_cancel_on_timeout": "maybe"},
-     ["argument 'migrate_vm_cancel_on_timeout' is of type str and we were unable to convert to bool"]),
+     [("'migrate_vm_cancel_on_timeout'", "unable to convert to bool")]),
 ])
 def test_bad_answers_are_named(answers, errors):
     _values, found = pv.check_values(spec_of("migrate_vm"), answers)
     assert len(found) == len(errors), found
-    for error, expected in zip(found, errors):
-        assert error.startswith(expected), (error, expected)
+    for error, fragments in zip(found, errors):
+        assert all(fragment in error for fragment in fragments), (error, fragments)
 
 
 def test_good_answers_are_converted_and_other_variables_ignored():
