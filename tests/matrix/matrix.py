@@ -15,7 +15,7 @@ Everything lives under .build/matrix/ and is kept between runs: a virtualenv is 
 its Python, its pins or requirements.txt change, a collections tree only when its wheel changes,
 and the wheels are cached outside the checkout (VMSCHED_CACHE, default ~/.cache/vmsched-kubevirt).
 Each step's output goes to .build/matrix/logs/; the table of results is printed at the end and
-kept in .build/matrix/results.json. Exits non-zero when any step failed.
+kept in .build/matrix/results-{all,edges,only}.json. Exits non-zero when any step failed.
 """
 from __future__ import annotations
 
@@ -354,9 +354,11 @@ def main():
     results = run_matrix(combos, steps)
     report = {"finished": time.strftime("%Y-%m-%dT%H:%M:%S"), "seconds": round(time.monotonic() - started, 1),
               "results": results}
-    (BUILD / "results.json").write_text(json.dumps(report, indent=2) + "\n")
+    # One file per selection, so that a run of some combinations keeps the last full run's results.
+    results_file = BUILD / f"results-{'all' if args.all else 'edges' if args.edges else 'only'}.json"
+    results_file.write_text(json.dumps(report, indent=2) + "\n")
     print("\n" + table(results) + f"\n\nmatrix: {len(results)} combination(s) in {report['seconds']:.0f}s "
-          f"(results in {rel(BUILD / 'results.json')}, logs in {rel(LOGS)})")
+          f"(results in {rel(results_file)}, logs in {rel(LOGS)})")
     failed = [r["combination"] for r in results if not all(s["ok"] for s in r["steps"].values())]
     if failed:
         sys.exit(f"matrix: failed: {', '.join(failed)}")
