@@ -8,7 +8,7 @@ the unit tests; on the oldest and the newest combination also the integration te
 Molecule `default` scenario against the local control plane.
 
     python tests/matrix/matrix.py --all                  # every combination (make matrix-core)
-    python tests/matrix/matrix.py --edges                # oldest and newest (make matrix-edges)
+    python tests/matrix/matrix.py --edges --quick        # oldest and newest, some integration tests (make matrix-edges)
     python tests/matrix/matrix.py --only 2.16.19/6.0.0 --steps units
 
 Everything lives under .build/matrix/ and is kept between runs: a virtualenv is rebuilt only when
@@ -249,7 +249,8 @@ def units(combo, out):
 def integration(combo, out):
     if not KUBECONFIG.exists():
         raise StepFailed(f"no local control plane ({rel(KUBECONFIG)} is missing): run `make cluster-up` first")
-    run([combo["venv"] / "bin" / "pytest", "-p", "no:cacheprovider", "tests/integration"], out,
+    tests = MATRIX["quick_integration"] if combo["quick"] else ["tests/integration"]
+    run([combo["venv"] / "bin" / "pytest", "-p", "no:cacheprovider", *tests], out,
         env=ansible_env(combo, KUBECONFIG=str(KUBECONFIG)))
 
 
@@ -265,7 +266,7 @@ STEP_FUNCTIONS = {"sanity": sanity, "units": units, "integration": integration, 
 
 # --- the matrix -----------------------------------------------------------------------------------------
 
-def combinations(which):
+def combinations(which, quick=False):
     cores = {c["version"]: c for c in MATRIX["ansible_core"]}
     k8s = {k["version"]: k for k in MATRIX["kubernetes_core"]}
     edges = {(e["ansible_core"], e["kubernetes_core"]): label for label, e in MATRIX["edges"].items()}
@@ -281,7 +282,7 @@ def combinations(which):
                 raise SystemExit(f"unknown combination {item!r}: ansible-core one of {list(cores)}, "
                                  f"kubernetes.core one of {list(k8s)}, as CORE/K8S")
             pairs.append((core, k8s_version))
-    return [{"name": f"core{c}-k8s{k}", "core": cores[c], "k8s": k8s[k], "edge": edges.get((c, k))}
+    return [{"name": f"core{c}-k8s{k}", "core": cores[c], "k8s": k8s[k], "edge": edges.get((c, k)), "quick": quick}
             for c, k in pairs]
 
 
@@ -341,6 +342,8 @@ def main():
     group.add_argument("--all", action="store_true", help="every combination of matrix.yml")
     group.add_argument("--edges", action="store_true", help="the oldest and the newest combination")
     group.add_argument("--only", action="append", metavar="CORE/K8S", help="one combination, e.g. 2.16.19/6.0.0")
+    parser.add_argument("--quick", action="store_true",
+                        help="integration: only matrix.yml's quick_integration files, not the whole suite")
     parser.add_argument("--steps", default=",".join(STEPS),
                         help=f"comma-separated, of {', '.join(STEPS)} (integration and molecule run on the edges only)")
     args = parser.parse_args()
@@ -348,7 +351,7 @@ def main():
     unknown = set(steps) - set(STEPS)
     if unknown:
         parser.error(f"unknown steps {sorted(unknown)}")
-    combos = combinations("all" if args.all else "edges" if args.edges else args.only)
+    combos = combinations("all" if args.all else "edges" if args.edges else args.only, quick=args.quick)
     LOGS.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     results = run_matrix(combos, steps)
