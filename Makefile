@@ -156,22 +156,47 @@ kubevirt-run: venv
 	$(KV_ENV) KUBECONFIG=$(KV_DIR)/kubeconfig VMSCHED_TEST_KUBECONFIG=$(KV_DIR)/kubeconfig VMSCHED_PLACEMENT_VMS=200 \
 		$(ANSIBLE_ENV) $(BIN)/pytest $(KV_PYTEST)
 
+# MOLECULE_SCENARIOS picks scenarios (e.g. MOLECULE_SCENARIOS="check_mode teardown"); empty runs them all.
+MOLECULE_SCENARIOS ?=
 .PHONY: molecule
 molecule: venv cluster-up ## Molecule scenarios (extensions/molecule: default, check_mode, teardown) against the local control plane
-	$(call say,"molecule test --all (extensions/molecule)")
+	$(call say,"molecule test $(if $(MOLECULE_SCENARIOS),$(MOLECULE_SCENARIOS),--all) (extensions/molecule)")
 	@# Molecule finds a collection's scenarios under extensions/molecule/ when run from its root, and
 	@# calls ansible-config and ansible-playbook from PATH.
 	KUBECONFIG=$(LOCAL_KUBECONFIG) $(ANSIBLE_ENV) PATH=$(BIN):$$PATH ANSIBLE_FORCE_COLOR=0 NO_COLOR=1 \
-		$(BIN)/molecule test --all
+		$(BIN)/molecule test $(if $(MOLECULE_SCENARIOS),$(addprefix -s ,$(MOLECULE_SCENARIOS)),--all)
 
+# The ansible-core x kubernetes.core matrix of tests/matrix/matrix.yml: a virtualenv per ansible-core
+# and a collections tree per kubernetes.core under .build/matrix/, kept between runs (tests/matrix/README.md).
+MATRIX := $(BIN)/python tests/matrix/matrix.py
+
+.PHONY: matrix-core
+matrix-core: venv cluster-up ## Every ansible-core x kubernetes.core combination: sanity, units; integration and Molecule default on the oldest and newest
+	$(call say,"the ansible-core matrix: every combination of tests/matrix/matrix.yml")
+	$(MATRIX) --all
+
+.PHONY: matrix-edges
+matrix-edges: venv cluster-up ## The oldest and the newest combination: sanity, units, the playbooks' integration tests, Molecule default
+	$(call say,"the ansible-core matrix: its oldest and newest combination")
+	$(MATRIX) --edges --quick
+
+.PHONY: surveys
+surveys: venv ## Regenerate the AWX surveys (playbooks/surveys/) from the playbooks' argument specs
+	$(BIN)/python tests/unit/awx_surveys.py --write
+
+# Besides everything on the venv's ansible-core, the oldest and the newest combination of the
+# matrix (matrix-edges): sanity, units, the integration tests of the playbooks (matrix.yml's
+# quick_integration) and Molecule default. The whole integration suite on both edges is
+# make matrix-core's: it takes longer than CI's budget leaves.
 .PHONY: test
-test: ## lint, sanity, units, ee, integration, molecule, release-check, in that order, stopping at the first failure
+test: ## lint, sanity, units, ee, integration, molecule, matrix-edges, release-check, stopping at the first failure
 	@$(MAKE) lint
 	@$(MAKE) sanity
 	@$(MAKE) units
 	@$(MAKE) ee
 	@$(MAKE) integration
 	@$(MAKE) molecule
+	@$(MAKE) matrix-edges
 	@$(MAKE) release-check
 
 # --- local control plane and demo ---------------------------------------------------

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The one read path of this collection's modules: VMs, VMIs, VMIMs, the KubeVirt CR, nodes, pods, events,
-Deployments and the server version.
+"""The one read path of this collection's modules: VMs, VMIs, VMIMs, the KubeVirt CR, nodes, namespaces, pods,
+events, Deployments and the server version.
 
 Private to this collection. Objects come back as the API's JSON (plain dicts, camelCase keys), decoded
 straight from the response (no model objects: 5,000 pods stay cheap); a GET of something that does not
@@ -129,6 +129,9 @@ class ClusterReader:
 
     def node(self, name):
         return self._get(self.core.read_node, name)
+
+    def namespace(self, name):
+        return self._get(self.core.read_namespace, name)
 
     def active_pods(self):
         """Pods of all namespaces that are neither Succeeded nor Failed."""

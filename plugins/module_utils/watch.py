@@ -37,6 +37,9 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import G
 # Errors after which the watched objects are read again, after a backoff.
 TRANSIENT_STATUSES = (429, 500, 502, 503, 504)
 TRANSIENT_ERRORS = (Urllib3HTTPError, OSError)  # ConnectionError is an OSError
+# What the watch loops catch and sort out with is_transient() / is_status() (one tuple: the pylint of
+# ansible-test 2.16 refuses a tuple sum in an except clause).
+API_OR_TRANSIENT_ERRORS = (ApiException,) + TRANSIENT_ERRORS
 WATCH_WINDOW_SECONDS = 60   # a server-side watch timeout; the watch is renewed after it
 
 # Pseudo event types ResumableWatch.events() yields besides the API server's ADDED, MODIFIED and DELETED.
@@ -100,7 +103,7 @@ class ResumableWatch:
                 try:
                     self.resyncs += 1
                     resource_version, synced = resync()
-                except (ApiException,) + TRANSIENT_ERRORS as exc:
+                except API_OR_TRANSIENT_ERRORS as exc:
                     if not is_transient(exc):
                         raise
                     self.reconnects += 1
@@ -132,7 +135,7 @@ class ResumableWatch:
                         continue
                     self.backoff.reset()
                     yield etype, obj
-            except (ApiException,) + TRANSIENT_ERRORS as exc:
+            except API_OR_TRANSIENT_ERRORS as exc:
                 if not is_status(exc, 410):      # 410 Gone: read again at once
                     if not is_transient(exc):
                         raise

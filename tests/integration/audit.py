@@ -37,13 +37,16 @@ def now():
 class Audit:
     """Writes to a namespace's objects, to cluster-scoped objects named `vmsched:<namespace>:...`
     and to those named in `names`, recorded after the mark taken at construction (or given).
+    With `user` (a username such as system:serviceaccount:NS:NAME), that user's writes anywhere
+    instead (with a namespace too: that user's writes there).
 
     The log is written asynchronously: a request made before the mark can still be appended
     after its offset, so events are also compared with the mark's time.
     """
 
-    def __init__(self, namespace, names=(), ignore_agents=(), offset=None, since=None):
+    def __init__(self, namespace=None, names=(), ignore_agents=(), offset=None, since=None, user=None):
         self.namespace = namespace
+        self.user = user
         self.names = set(names)
         self.ignore_agents = CONTROL_PLANE_AGENTS + tuple(ignore_agents)
         self.offset = AUDIT_LOG.stat().st_size if offset is None else offset
@@ -66,8 +69,10 @@ class Audit:
                     continue
                 ref = event.get("objectRef") or {}
                 name = str(ref.get("name", ""))
-                if not (ref.get("namespace") == self.namespace or name in self.names
-                        or name.startswith(f"vmsched:{self.namespace}:")):
+                if self.user is not None and event.get("user", {}).get("username") != self.user:
+                    continue
+                if self.namespace is not None and not (ref.get("namespace") == self.namespace or name in self.names
+                                                       or name.startswith(f"vmsched:{self.namespace}:")):
                     continue
                 if "dryRun" in event.get("requestURI", ""):
                     dry_runs += 1

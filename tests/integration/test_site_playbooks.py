@@ -12,18 +12,22 @@ REPORT_ONLY = {"site_image": False, "site_scheduler": False, "site_vm_defaults":
                "site_descheduler": False, "site_vms": False}
 
 
-@pytest.mark.parametrize("answers", [
-    {"site_image_mode": "pull"},
-    {"site_image_mode": "mirror", "site_image_lookup": "false"},
-    {"site_scheduler_profile": "fast"},
-    {"site_scheduler_replicas": "0"},
-    {"site_descheduler_mode": "daemonset"},
+@pytest.mark.parametrize("answers, message", [
+    ({"site_image_mode": "pull"}, "value of site_image_mode must be one of: resolve, mirror, build, got: pull"),
+    ({"site_image_mode": "mirror", "site_image_lookup": "false"},
+     "site_image_lookup=false works only with site_image_mode=resolve"),
+    ({"site_scheduler_profile": "fast"}, "value of site_scheduler_profile must be one of: kubevirt, load_aware"),
+    ({"site_scheduler_replicas": "0"}, "site_scheduler_replicas is 0; the least allowed is 1"),
+    ({"site_descheduler_mode": "daemonset"}, "value of site_descheduler_mode must be one of: deployment, cronjob"),
+    ({"site_scheduler_rollout_timeout": -1}, "site_scheduler_rollout_timeout is -1; the least allowed is 1"),
+    ({"site_scheduler_namespace": "no-such-namespace"},
+     "namespace no-such-namespace (site_scheduler_namespace) does not exist"),
 ])
-def test_bad_survey_answers_fail_before_anything_runs(kubeconfig, answers):
+def test_bad_survey_answers_fail_before_anything_runs(kubeconfig, answers, message):
     run = run_playbook(SITE, answers, kubeconfig)
     assert run.failed
     assert [name for name, _result in run.results] == ["Check the survey answers"], run.results
-    assert "site_image_mode is resolve, mirror or build" in run.failure
+    assert message in run.failure, run.failure
 
 
 def test_report_only_reads(kubeconfig):

@@ -147,7 +147,7 @@ def storage_live_migration_condition(vmi, release: Release, host_cpu_model):
 def with_migration_conditions(conditions, live, storage):
     """updateLiveMigrationConditions: LiveMigratable removed and appended when it differs;
     StorageLiveMigratable updated in place (UpdateCondition)."""
-    out = [c for c in conditions or []]
+    out = list(conditions or [])
     current = next((c for c in out if c.get("type") == LIVE_MIGRATABLE), None)
     if current is None or _without_times(current) != _without_times(live):
         out = [c for c in out if c.get("type") != LIVE_MIGRATABLE] + [live]

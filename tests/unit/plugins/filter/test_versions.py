@@ -27,10 +27,15 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.versions import (
 
 try:  # ansible-core 2.19+ renders only strings trusted as templates
     from ansible.template import trust_as_template
+
+    NONE_RENDERED = None
 except ImportError:  # pragma: no cover - older ansible-core
 
     def trust_as_template(value):
         return value
+
+    # Before 2.19 a template whose value is None renders as "" (the role only tests it for truth).
+    NONE_RENDERED = ""
 
 
 FILTER_NAMES = [
@@ -204,7 +209,7 @@ def test_unexpected_errors_are_not_disguised(filters, monkeypatch):
         ("'v1.33.5' | vmsched.kubevirt.descheduler_image(registry='127.0.0.1:5000')", "127.0.0.1:5000/descheduler/descheduler:v0.33.0"),
         ("'v1.5.2' | vmsched.kubevirt.kubevirt_supports('added_node_selector')", False),
         ("'v1.6.2' | vmsched.kubevirt.kubevirt_supports('added_node_selector')", True),
-        ("info | vmsched.kubevirt.kube_version_mismatch(none)", None),
+        ("info | vmsched.kubevirt.kube_version_mismatch(none)", NONE_RENDERED),
     ],
 )
 def test_filters_render_through_ansible(expression, expected):
