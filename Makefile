@@ -213,13 +213,18 @@ cluster-down: venv ## Stop the local control plane (tests/cluster/cluster.py)
 
 # make demo on the local control plane: demo VMs in DEMO_NAMESPACE (playbooks/demo_vms.yml,
 # which refuses to run on real nodes), site.yml opting them in, one targeted migration of
-# demo-vm-01 to DEMO_TARGET_NODE, and the report. KWOK pulls no image, so site.yml computes
+# demo-vm-01 to DEMO_TARGET_NODE, DEMO_TARGET_NODE's demo VMs evacuated to DEMO_EVACUATION_TARGET
+# (not cordoned, so the fixture's nodes stay as they were), and the report. KWOK pulls no image, so site.yml computes
 # the scheduler image from the server version instead of looking it up in registry.k8s.io
 # (site_image_lookup=false); against a real cluster site.yml keeps its defaults.
 # SITE_ARGS adds ansible-playbook arguments to site.yml, e.g. SITE_ARGS=--check or
 # SITE_ARGS='-e site_vms_namespace=prod'.
 DEMO_NAMESPACE ?= vmsched-demo
 DEMO_TARGET_NODE ?= node04
+# Same processor as node04 (Cascade Lake): KubeVirt only migrates to a node with the VM's CPU model.
+DEMO_EVACUATION_TARGET ?= node02
+DEMO_EVACUATE_VARS = -e evacuate_node_name=$(DEMO_TARGET_NODE) -e evacuate_node_cordon=false \
+	-e evacuate_node_target_nodes=$(DEMO_EVACUATION_TARGET) -e evacuate_node_wait_timeout=120
 SITE_ARGS ?=
 DEMO_PLAYBOOK = KUBECONFIG=$(LOCAL_KUBECONFIG) $(ANSIBLE_ENV) $(BIN)/ansible-playbook
 DEMO_REPORT_ONLY := -e site_image=false -e site_scheduler=false -e site_vm_defaults=false -e site_descheduler=false -e site_vms=false
@@ -238,7 +243,10 @@ demo: venv cluster-up
 	$(call say,"migrate_vm.yml: $(DEMO_NAMESPACE)/demo-vm-01 to $(DEMO_TARGET_NODE)")
 	$(DEMO_PLAYBOOK) playbooks/migrate_vm.yml -e migrate_vm_namespace=$(DEMO_NAMESPACE) -e migrate_vm_name=demo-vm-01 \
 		-e migrate_vm_target_node=$(DEMO_TARGET_NODE) -e migrate_vm_wait_timeout=120
-	$(call say,"the report after the migration")
+	$(call say,"evacuate_node.yml: the demo VMs on $(DEMO_TARGET_NODE) to $(DEMO_EVACUATION_TARGET)")
+	$(DEMO_PLAYBOOK) playbooks/evacuate_node.yml $(DEMO_EVACUATE_VARS) \
+		-e evacuate_node_namespace=$(DEMO_NAMESPACE)
+	$(call say,"the report after the migration and the evacuation")
 	$(DEMO_PLAYBOOK) playbooks/site.yml $(DEMO_REPORT_ONLY)
 endif
 
@@ -292,7 +300,8 @@ release-check: venv cluster-up ## Build the collection, install the tarball in a
 	$(RELEASE_PLAYBOOK) vmsched.kubevirt.demo_vms -e demo_vms_namespace=$(RELEASE_NAMESPACE); \
 	$(RELEASE_PLAYBOOK) vmsched.kubevirt.site $(RELEASE_VARS); \
 	$(RELEASE_PLAYBOOK) vmsched.kubevirt.migrate_vm -e migrate_vm_namespace=$(RELEASE_NAMESPACE) -e migrate_vm_name=demo-vm-01 \
-		-e migrate_vm_target_node=$(DEMO_TARGET_NODE) -e migrate_vm_wait_timeout=120
+		-e migrate_vm_target_node=$(DEMO_TARGET_NODE) -e migrate_vm_wait_timeout=120; \
+	$(RELEASE_PLAYBOOK) vmsched.kubevirt.evacuate_node $(DEMO_EVACUATE_VARS) -e evacuate_node_namespace=$(RELEASE_NAMESPACE)
 
 # The AWX execution environment's build context (ansible-builder create: no container engine
 # needed); building the image from it is `podman build .build/ee` (docs/awx.md).

@@ -14,6 +14,9 @@ import sys
 import time
 from pathlib import Path
 
+# The kubelet's first back-off before restarting a container that exited (backOffPeriod, pkg/kubelet/kubelet.go).
+RESTART_SECONDS = 10
+
 
 class Background:
     def __init__(self, state: Path, name: str):
@@ -29,14 +32,23 @@ class Background:
         except (FileNotFoundError, ValueError, ProcessLookupError):
             return None
 
-    def start(self, argv, env=None, cwd=None):
-        """Start argv unless already running; returns the Popen (None when it was running)."""
+    def start(self, argv, env=None, cwd=None, restart=False):
+        """Start argv unless already running; returns the Popen (None when it was running).
+
+        restart: start it again whenever it exits, as the kubelet does a Deployment's container
+        (restartPolicy Always, first back-off RESTART_SECONDS): KubeVirt's components can panic and
+        rely on that (virt-controller 1.6.6 and 1.9.0 on an informer's tombstone, migration.go enqueueMigration).
+        """
         if self.pid():
             return None
         self.pidfile.parent.mkdir(parents=True, exist_ok=True)
         self.logfile.parent.mkdir(parents=True, exist_ok=True)
+        argv = [str(a) for a in argv]
+        if restart:
+            argv = ["bash", "-c", 'while :; do "$@"; echo "processes.py: exited with status $?; restarting in '
+                    f'{RESTART_SECONDS}s"; sleep {RESTART_SECONDS}; done', self.name, *argv]
         with open(self.logfile, "ab") as log:
-            proc = subprocess.Popen([str(a) for a in argv], stdout=log, stderr=subprocess.STDOUT, cwd=cwd,  # pylint: disable=consider-using-with
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=cwd,  # pylint: disable=consider-using-with
                                     env=dict(os.environ, **(env or {})), start_new_session=True)
         self.pidfile.write_text(str(proc.pid))
         return proc

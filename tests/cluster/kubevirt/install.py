@@ -253,7 +253,7 @@ class KubeVirtControlPlane:
                     "--handler-cert-file", certs["client.crt"], "--handler-key-file", certs["client.key"],
                     "--subresources-only"]
             argv[2] = self._kubeconfig(API_SA)
-            proc = self.api.start(argv)
+            proc = self.api.start(argv, restart=True)
             self.api.wait_until(lambda: _https_ok(f"https://127.0.0.1:{self.api_port}{API_READY_PATH}",
                                                   str(certs["ca.crt"])), "readiness", proc)
         if not self.controller.pid():
@@ -262,7 +262,8 @@ class KubeVirtControlPlane:
                     "--exporter-image", f"{REGISTRY}/virt-exportserver:{self.version}",
                     "--prom-cert-file", certs["client.crt"], "--prom-key-file", certs["client.key"]]
             argv[2] = self._kubeconfig(CONTROLLER_SA)
-            proc = self.controller.start(argv, env={"SIDECAR_SHIM_IMAGE": f"{REGISTRY}/sidecar-shim:{self.version}"})
+            proc = self.controller.start(argv, env={"SIDECAR_SHIM_IMAGE": f"{REGISTRY}/sidecar-shim:{self.version}"},
+                                         restart=True)
             self.controller.wait_until(
                 lambda: _https_ok(f"https://127.0.0.1:{self.controller_port}{CONTROLLER_READY_PATH}"),
                 "leadership", proc)

@@ -20,6 +20,8 @@ MIGRATION_FAIL = PREFIX + "migration-fail"
 ABORT_SECONDS = PREFIX + "abort-seconds"
 TARGET_NEVER_READY = PREFIX + "target-never-ready"
 LOSE_TARGET_NODE = PREFIX + "lose-target-node"
+# What stands for libvirt's error when the target's connection breaks (its wording depends on libvirt's version).
+LOST_TARGET_ERROR = "(simulated: the connection to the target node was lost)"
 
 
 def _annotations(obj):

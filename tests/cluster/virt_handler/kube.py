@@ -95,7 +95,9 @@ class Kube:
         self.host = cfg.host.rstrip("/")
         self.config = cfg
         self.timeout = timeout
-        self.pool = RESTClientObject(cfg, pools_size=2, maxsize=pool_size).pool_manager
+        # The client's own pool settings (kubernetes 31 took them as arguments, 37 only from the configuration).
+        cfg.connection_pool_maxsize = pool_size
+        self.pool = RESTClientObject(cfg).pool_manager
         self.user_agent = user_agent
 
     def with_token(self, token, user_agent):
