@@ -79,7 +79,8 @@ def holdings(nodes, world, images_per_node, kubevirt_version, launcher_size, rng
 
 
 def vm_sizes(count, rng):
-    return rng.choices([(cores, memory) for cores, memory, _ in VM_SIZES], weights=[w for *_, w in VM_SIZES], k=count)
+    return rng.choices([(cores, memory) for cores, memory, _weight in VM_SIZES],
+                       weights=[weight for *_size, weight in VM_SIZES], k=count)
 
 
 def set_images(core, statuses):

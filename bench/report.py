@@ -488,8 +488,8 @@ def section_balance(res, plot):
         "|---|---|---|---|",
     ]
     for size in (300_000_000, res["launcher_size_bytes"], 745_000_000, 1_000_000_000):
-        lines.append(f"| {size / 1e6:.0f} MB | " + " | ".join(str(launcher_points(size, f, 3, 3))
-                                                             for f in (0.25, 0.5, 0.75)) + " |")
+        points = " | ".join(str(launcher_points(size, f, 3, 3)) for f in (0.25, 0.5, 0.75))
+        lines.append(f"| {size / 1e6:.0f} MB | {points} |")
     lines += [
         "",
         "- Honest notes: the launcher's size is the one a kubelet reported for v1.3.0 (457,875,233 bytes, Docker "

@@ -34,9 +34,10 @@ def vm(name, running):
     return {"apiVersion": f"{G}/{V}", "kind": "VirtualMachine", "metadata": {"name": name, "labels": {"bench": "site"}},
             "spec": {"runStrategy": "Always" if running else "Halted", "template": {
                 "metadata": {"labels": {"app": name}},
-                "spec": {"domain": {"cpu": {"cores": 1}, "memory": {"guest": "256Mi"},
-                           "devices": {"interfaces": [{"name": "default", "masquerade": {}}]}},
-                "networks": [{"name": "default", "pod": {}}]}}}}
+                "spec": {
+                    "domain": {"cpu": {"cores": 1}, "memory": {"guest": "256Mi"},
+                               "devices": {"interfaces": [{"name": "default", "masquerade": {}}]}},
+                    "networks": [{"name": "default", "pod": {}}]}}}}
 
 
 def site_variables(namespace):

@@ -320,8 +320,8 @@ def evaluate_node(node, scheduling, added_selector=None, source_node=None, reque
     reasons.extend(cordon_reasons(node, tolerations))
     reasons.extend(node_selector_reasons(node, added_selector, "added selector"))
     cpu_selector, other_selector = target_pod.split_cpu_selector(scheduling.get("nodeSelector"))
-    reasons.extend(node_selector_reasons(node, dict((k, v) for k, v in other_selector.items()
-                                                     if k not in (added_selector or {})), "VMI nodeSelector"))
+    vmi_selector = dict((k, v) for k, v in other_selector.items() if k not in (added_selector or {}))
+    reasons.extend(node_selector_reasons(node, vmi_selector, "VMI nodeSelector"))
     if cpu_selector:
         reasons.extend(target_pod.cpu_reasons(node, scheduling))
     reasons.extend(required_affinity_reasons(node, scheduling.get("affinity")))

@@ -278,8 +278,8 @@ def logged_image_locality(log_text, pod):
     return {m["node"]: int(m["score"]) for m in SCORE_LINE.finditer(log_text) if m["pod"] == pod}
 
 
-def test_image_locality_exposure_is_what_the_real_scheduler_computes(kv, core, kubeconfig, namespace, wait,
-                                                                      real_scheduler):
+def test_image_locality_exposure_is_what_the_real_scheduler_computes(
+        kv, core, kubeconfig, namespace, wait, real_scheduler):
     """The per-node ImageLocality scores scheduling_info predicts for a virt-launcher pod are those a real kube-scheduler
     of the cluster's version (default profile) logs for it; the listing and the cap come from the nodes' status."""
     name = f"il-{namespace}"

@@ -47,8 +47,8 @@ def test_labeller_replaces_only_its_own_labels_and_patches_only_a_change():
 
 
 def test_heartbeat_patch_by_release():
-    assert set(nodes.heartbeat_patch(V19)["metadata"]["labels"]) == {"kubevirt.io/schedulable", "cpumanager",
-                                                                    "kubevirt.io/cpumanager"}
+    assert set(nodes.heartbeat_patch(V19)["metadata"]["labels"]) == {
+        "kubevirt.io/schedulable", "cpumanager", "kubevirt.io/cpumanager"}
     assert set(nodes.heartbeat_patch(V16)["metadata"]["labels"]) == {"kubevirt.io/schedulable", "cpumanager"}
     assert nodes.heartbeat_patch(V19, now=0)["metadata"]["annotations"] == {"kubevirt.io/heartbeat": "1970-01-01T00:00:00Z"}
 
@@ -96,8 +96,8 @@ def test_volumes_decide_block_migration_and_a_rwo_pvc_makes_it_unmigratable():
     cond = vmis.live_migration_condition(rwo, V19, "m")[0]
     assert cond["reason"] == "DisksNotLiveMigratable" and "PVC data is not shared" in cond["message"]
     rwx = vmi(volumes=pvc, volume_status=[{"name": "root", "persistentVolumeClaimInfo": {"accessModes": ["ReadWriteMany"]}}])
-    assert vmis.live_migration_condition(rwx, V19, "m") == ({"type": "LiveMigratable", "status": "True",
-                                                              "lastProbeTime": None, "lastTransitionTime": None}, False)
+    migratable = {"type": "LiveMigratable", "status": "True", "lastProbeTime": None, "lastTransitionTime": None}
+    assert vmis.live_migration_condition(rwx, V19, "m") == (migratable, False)
 
 
 def test_first_failing_check_wins_and_15_checks_volumes_first():
@@ -132,7 +132,7 @@ def handed_off(**state):
 def walk(rel, fail_reason=None):
     """The handler steps of one migration, applied one by one as the agent would."""
     vm, steps = handed_off(), []
-    for _ in range(10):
+    for _attempt in range(10):
         step = mig.next_step(vm, rel, transfer_done=True, fail_reason=fail_reason)
         if step is None:
             break

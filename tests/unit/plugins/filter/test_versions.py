@@ -175,7 +175,8 @@ def test_kube_version_mismatch(filters):
         ("scheduler_config_api_version", ("v1.21.14",), {}, "Kubernetes 1.21 is not supported"),
         ("descheduler_image", ("v1.37.0",), {}, "descheduler has no release for Kubernetes 1.37 (known: 1.18 to 1.36). The nearest is v0.36.0"),
         ("descheduler_image", ("1.31",), {}, "'1.31' names only a minor release"),
-        ("kubevirt_supports", ("v1.6.0", "addedNodeSelector"), {}, "known features are added_node_selector, evict_annotation_synced, live_update_by_default, migrate_clusterrole, migration_cpu_vendor_selector, migration_priority"),
+        ("kubevirt_supports", ("v1.6.0", "addedNodeSelector"), {}, "known features are added_node_selector, evict_annotation_synced, live_update_by_default, "
+         "migrate_clusterrole, migration_cpu_vendor_selector, migration_priority"),
         ("kubevirt_supports", ("1.6", "added_node_selector"), {}, "cannot read a KubeVirt version from '1.6'"),
         ("kube_version_mismatch", ("v1.31.4", "latest"), {}, "cannot read a Kubernetes version from 'latest'"),
     ],

@@ -102,8 +102,8 @@ def test_migrations_in_flight_take_their_nodes_from_the_vmi_and_the_target_pod()
         meta = {"name": name, "namespace": "ns", "uid": uid, "creationTimestamp": "2026-01-0%sT00:00:00Z" % uid}
         if deleting:
             meta["deletionTimestamp"] = "2026-01-05T00:00:00Z"
-        return {"metadata": meta, "spec": {"vmiName": vmi}, "status": {"phase": phase,
-                                                                      "migrationState": {"sourcePod": "p"}}}
+        return {"metadata": meta, "spec": {"vmiName": vmi},
+                "status": {"phase": phase, "migrationState": {"sourcePod": "p"}}}
     vmis = [{"metadata": {"name": "handed", "namespace": "ns"},
              "status": {"nodeName": "a", "migrationState": {"migrationUid": "1", "sourceNode": "a", "targetNode": "b"}}},
             {"metadata": {"name": "early", "namespace": "ns"},

@@ -643,7 +643,9 @@ def test_unknown_kubevirt_feature_lists_the_known_ones(feature):
     with pytest.raises(VersionError) as error:
         kubevirt_supports("v1.6.0", feature)
     assert str(error.value).startswith("unknown KubeVirt feature ")
-    assert str(error.value).endswith("known features are added_node_selector, evict_annotation_synced, live_update_by_default, migrate_clusterrole, migration_cpu_vendor_selector, migration_priority")
+    assert str(error.value).endswith(
+        "known features are added_node_selector, evict_annotation_synced, live_update_by_default, "
+        "migrate_clusterrole, migration_cpu_vendor_selector, migration_priority")
 
 
 def test_unknown_feature_is_reported_before_a_bad_version():
