@@ -29,7 +29,6 @@ import contextlib
 import fcntl
 import json
 import os
-import subprocess
 import time
 
 # Where upstream's hack/lib/version.sh stamps the version of Kubernetes binaries.
@@ -271,15 +270,6 @@ def error_tail(text, lines=25):
 # --- running go ----------------------------------------------------------------
 
 
-def subprocess_runner(cmd, cwd=None, env=None):
-    """Run a command, capture its output: (rc, stdout, stderr). env updates os.environ."""
-    full_env = dict(os.environ)
-    full_env.update(env or {})
-    proc = subprocess.run(cmd, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, check=False)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
 class GoBuilder:
     """Runs go through an injectable runner(cmd, cwd, env) -> (rc, stdout, stderr).
 
@@ -289,7 +279,9 @@ class GoBuilder:
 
     def __init__(self, go="go", runner=None, log=None, goarch=None, goos=None):
         self.go = go
-        self.runner = runner or subprocess_runner
+        if runner is None:
+            raise ValueError("GoBuilder needs a runner(cmd, cwd, env) -> (rc, stdout, stderr)")
+        self.runner = runner
         self.log = log or (lambda msg: None)
         self.env = go_env_overrides(goarch=goarch, goos=goos)
 

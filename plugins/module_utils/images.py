@@ -4,7 +4,7 @@
 
 skopeo reads and copies images between registries; buildah assembles an image
 from a single binary. Both are driven through an injectable runner so the
-modules can use AnsibleModule.run_command and tests a plain subprocess.
+modules pass AnsibleModule.run_command and the unit tests a fake.
 
 Credentials never reach a command line (where `ps` would show them): they go
 into a containers-auth.json file in a private temporary directory that lives
@@ -24,7 +24,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import uuid
 
@@ -192,15 +191,6 @@ def explain(kind, registry, action, detail, tls_option="tls_verify", credential_
 # --- running tools ---------------------------------------------------------------
 
 
-def subprocess_runner(cmd, env=None, binary=False):
-    """Run a command: (rc, stdout, stderr); stdout is bytes when binary, text otherwise."""
-    full_env = dict(os.environ)
-    full_env.update(env or {})
-    proc = subprocess.run(cmd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
-    out = proc.stdout if binary else proc.stdout.decode("utf-8", "replace")
-    return proc.returncode, out, proc.stderr.decode("utf-8", "replace")
-
-
 class AuthFiles:
     """containers-auth.json files in a private temporary directory, removed on exit.
 
@@ -241,7 +231,9 @@ class Skopeo:
 
     def __init__(self, binary="skopeo", runner=None, credential_options="username and password", tls_option="tls_verify"):
         self.binary = binary
-        self.runner = runner or subprocess_runner
+        if runner is None:
+            raise ValueError("%s needs a runner(cmd, env, binary) -> (rc, stdout, stderr)" % type(self).__name__)
+        self.runner = runner
         self.credential_options = credential_options
         self.tls_option = tls_option
 
@@ -320,7 +312,9 @@ class Buildah:
 
     def __init__(self, root, runroot, binary="buildah", runner=None):
         self.binary = binary
-        self.runner = runner or subprocess_runner
+        if runner is None:
+            raise ValueError("%s needs a runner(cmd, env, binary) -> (rc, stdout, stderr)" % type(self).__name__)
+        self.runner = runner
         self.base = [binary, "--root", root, "--runroot", runroot, "--storage-driver", "vfs"]
 
     def _run(self, args, action):

@@ -182,7 +182,7 @@ class Preflight:
         self.spec = params["spec"]
         self.values, _errors = check_values(self.spec, params["values"])
         self.warnings = []
-        self.result = {"changed": False, "values": self.values, "checked": {"node": [], "namespace": []}}
+        self.result = {"changed": False, "variables": self.values, "checked": {"node": [], "namespace": []}}
 
     @staticmethod
     def check_params(params):

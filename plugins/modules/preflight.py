@@ -85,8 +85,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-values:
-  description: The spec's variables, converted to their types, defaults filled in.
+variables:
+  description:
+    - The spec's variables, converted to their types, defaults filled in.
+    - Not named C(values), which Jinja's dot notation could not reach (C(result.values) is the dict method).
   returned: success
   type: dict
   sample: {"migrate_vm_name": "db01", "migrate_vm_wait_timeout": 120, "migrate_vm_cancel_on_timeout": true}

@@ -79,7 +79,7 @@ def test_migrate_vm_job(kv, namespace, wait, job_user, tmp_path):
     assert job.status == "successful" and job.rc == 0, job.failures
     assert job.tasks == [(CHECK, "ok", False), ("Migrate the VM", "ok", True),
                          ("Report where the VM runs", "ok", False)]
-    assert job.result(CHECK)["values"]["migrate_vm_cancel_on_timeout"] is True
+    assert job.result(CHECK)["variables"]["migrate_vm_cancel_on_timeout"] is True
     assert job.result("Migrate the VM")["target_node"] == target
     assert kv.get(VMIS, namespace, "db01")["status"]["nodeName"] == target
     assert job.stats["changed"] == {"localhost": 1}

@@ -45,8 +45,9 @@ GET_PIP_CACHE = Path.home() / ".ansible" / "test" / "cache"
 STANDIN = ROOT / "tests" / "sanity" / "get_pip_standin.py"
 STANDIN_MARKER = "vmsched-kubevirt get-pip stand-in"
 KUBECONFIG = Path(os.environ.get("VMSCHED_TEST_KUBECONFIG", ROOT / ".cluster" / "kubeconfig"))
-# The collections besides kubernetes.core that a tree holds, from the same wheel.
-FROM_WHEEL = ("kubernetes/core", "ansible/posix")
+# The collections a tree holds, from the same wheel: kubernetes.core, kubevirt.core (requirements.yml: the demo's
+# VMs; Molecule would otherwise ask Galaxy for it) and ansible.posix.
+FROM_WHEEL = ("kubernetes/core", "kubevirt/core", "ansible/posix")
 STEPS = ("sanity", "units", "integration", "molecule")
 EDGE_STEPS = ("integration", "molecule")
 
@@ -169,10 +170,11 @@ def wheel(k8s):
 
 def collections(k8s):
     """The collections tree of one kubernetes.core version: (path, seconds spent building it, 0 when reused).
-    Holds kubernetes.core and ansible.posix from the wheel and vmsched.kubevirt as a link to this checkout."""
+    Holds FROM_WHEEL's collections from the wheel and vmsched.kubevirt as a link to this checkout."""
     path = BUILD / f"collections-k8s{k8s['version']}"
     stamp = path / ".matrix-stamp"
-    if stamp.exists() and stamp.read_text() == k8s["sha256"]:
+    wanted = " ".join((k8s["sha256"],) + FROM_WHEEL)   # rebuilt when the wheel or the collections taken change
+    if stamp.exists() and stamp.read_text() == wanted:
         return path, 0.0
     started = time.monotonic()
     source = wheel(k8s)
@@ -189,7 +191,7 @@ def collections(k8s):
     link = path / "ansible_collections" / "vmsched" / "kubevirt"
     link.parent.mkdir(parents=True)
     link.symlink_to(os.path.relpath(ROOT, link.parent))
-    stamp.write_text(k8s["sha256"])
+    stamp.write_text(wanted)
     return path, time.monotonic() - started
 
 
