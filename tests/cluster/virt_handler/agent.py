@@ -390,13 +390,13 @@ class Agent:
         ms = mig.state(vmi)
         if not mig.finished(ms) or not ms.get("endTimestamp"):
             return
-        node = vmis.status(vmi).get("nodeName")
+        # Only this migration's pods, by name (virt-controller's handoff sets both): the VMI keeps the last
+        # migration's state while a new one's target pod starts, and that pod must not end.
+        ended_pod = ms.get("targetPod") if ms.get("failed") else ms.get("sourcePod") if ms.get("completed") else None
         for pod in self.pods.by_index("vmi", vmi["metadata"].get("uid")):
             if _pod_down(pod) or pod["metadata"].get("deletionTimestamp"):
                 continue
-            ended = (ms.get("completed") and not ms.get("failed") and pod["spec"].get("nodeName") != node) or \
-                (ms.get("failed") and pod["metadata"]["name"] == ms.get("targetPod"))
-            if ended:
+            if pod["metadata"]["name"] == ended_pod:
                 self.admin.merge_patch("pods", pod["metadata"]["namespace"], pod["metadata"]["name"],
                                        {"status": {"phase": "Succeeded"}}, subresource="status")
                 log.info("%s: launcher pod %s ended", obj_key(vmi), pod["metadata"]["name"])
