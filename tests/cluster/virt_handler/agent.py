@@ -392,11 +392,10 @@ class Agent:
             return
         # Only this migration's pods, by name (virt-controller's handoff sets both): the VMI keeps the last
         # migration's state while a new one's target pod starts, and that pod must not end.
-        ended_pod = ms.get("targetPod") if ms.get("failed") else ms.get("sourcePod") if ms.get("completed") else None
-        for pod in self.pods.by_index("vmi", vmi["metadata"].get("uid")):
-            if _pod_down(pod) or pod["metadata"].get("deletionTimestamp"):
-                continue
-            if pod["metadata"]["name"] == ended_pod:
-                self.admin.merge_patch("pods", pod["metadata"]["namespace"], pod["metadata"]["name"],
-                                       {"status": {"phase": "Succeeded"}}, subresource="status")
-                log.info("%s: launcher pod %s ended", obj_key(vmi), pod["metadata"]["name"])
+        ended = ms.get("targetPod") if ms.get("failed") else ms.get("sourcePod") if ms.get("completed") else None
+        pod = self.pods.get(f"{vmi['metadata']['namespace']}/{ended}") if ended else None
+        if pod is None or _pod_down(pod) or pod["metadata"].get("deletionTimestamp"):
+            return
+        self.admin.merge_patch("pods", pod["metadata"]["namespace"], ended, {"status": {"phase": "Succeeded"}},
+                               subresource="status")
+        log.info("%s: launcher pod %s ended", obj_key(vmi), ended)
