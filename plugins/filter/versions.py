@@ -14,12 +14,14 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.versions import (
     VersionError,
+    descheduler_choice,
     descheduler_image as _descheduler_image,
     kube_version_info,
     kubevirt_supports as _kubevirt_supports,
     mutating_admission_policy_api_version as _mutating_admission_policy_api_version,
     scheduler_config_api_version as _scheduler_config_api_version,
     scheduler_image as _scheduler_image,
+    scheduler_plugins_choice,
     version_mismatch,
 )
 
@@ -52,6 +54,16 @@ def descheduler_image(version, registry=None):
     return _wrap(_descheduler_image, version, registry=registry)
 
 
+_CHOICES = {"descheduler": descheduler_choice, "scheduler-plugins": scheduler_plugins_choice}
+
+
+def component_release(version, component):
+    """Which release of a component runs on the server, with its skew and warning."""
+    if component not in _CHOICES:
+        raise AnsibleFilterError("unknown component %r: expected one of %s" % (component, ", ".join(_CHOICES)))
+    return _wrap(lambda: _CHOICES[component](version).as_dict())
+
+
 def kubevirt_supports(kubevirt_version, feature):
     """Whether a KubeVirt version has a feature."""
     return _wrap(_kubevirt_supports, kubevirt_version, feature)
@@ -76,6 +88,7 @@ class FilterModule:
             "scheduler_image": scheduler_image,
             "scheduler_config_api_version": scheduler_config_api_version,
             "descheduler_image": descheduler_image,
+            "component_release": component_release,
             "kubevirt_supports": kubevirt_supports,
             "kube_version_mismatch": kube_version_mismatch,
             "mutating_admission_policy_api_version": mutating_admission_policy_api_version,

@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.versions import (
     KUBEVIRT_MIGRATION_DEFAULTS,
     VersionError,
+    descheduler_choice,
     descheduler_release,
-    parse_kube_version,
 )
 
 API_VERSION = "descheduler/v1alpha2"
@@ -95,10 +95,10 @@ class DeschedulerPolicyError(ValueError):
 
 
 def _minor(server_version):
-    parsed = parse_kube_version(server_version)
-    # Fails with the nearest release named when the collection knows no descheduler for this minor.
-    descheduler_release(parsed)
-    return parsed.minor
+    """The Kubernetes minor of the descheduler release chosen for the server: its fields are what it knows.
+
+    Fails with the reason when no release may run there (versions.release_choice)."""
+    return descheduler_choice(server_version).built_for
 
 
 def policy_hash(policy):

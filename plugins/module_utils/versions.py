@@ -11,9 +11,11 @@ Pure standard-library Python: the filter plugins in plugins/filter/versions.py
 wrap it for roles, and modules import it on the managed host. Private to this
 collection; other collections should not import it.
 
-Every table below names its source and the date it was read. A table that has
-aged (a new Kubernetes minor, a new upstream release) fails with an error that
-names the nearest known entry instead of guessing: update the table then.
+Every table below names its source and the date it was read. A server one minor
+newer than a table's newest entry gets that entry, as Kubernetes' version-skew
+policy allows, with a warning (release_choice); further than that the lookup fails
+with an error that names the nearest known entry instead of guessing: update the
+table then.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -356,34 +358,100 @@ def _kubernetes_1(version, what):
         raise VersionError("%s is known for Kubernetes 1.x only, not %s" % (what, version.release))
 
 
-def _nearest_minor(table, minor):
-    """The table key closest to minor; on a tie the older one (a scheduler must not be newer than the API server)."""
-    return min(table, key=lambda key: (abs(key - minor), key))
+# How far behind the API server a release built for an older minor may run. Kubernetes' version-skew policy
+# (kubernetes.io/releases/version-skew-policy): kube-scheduler "must not be newer than the kube-apiserver
+# instances [it communicates] with ... may be up to one minor version older", and client-go is supported
+# one minor either side of the server. scheduler-plugins is a kube-scheduler of its minor, the descheduler
+# a client-go program of its minor: one minor older is the most either may be, and never newer.
+MAX_MINORS_BEHIND = 1
 
 
-def _release_for_minor(table, version, project):
+@dataclass(frozen=True)
+class ReleaseChoice:
+    """The release of a project chosen for a server: the one built for its minor, else the newest within skew."""
+
+    project: str
+    tag: str
+    built_for: int  # the Kubernetes minor the release is compiled against
+    server: KubeVersion
+
+    @property
+    def skew(self):
+        """Minors the release is behind the server (0: built for it)."""
+        return self.server.minor - self.built_for
+
+    @property
+    def warning(self):
+        """What an admin must know when the release is not built for the server's minor, else None."""
+        if not self.skew:
+            return None
+        return (
+            "%s has no release for Kubernetes %s yet: using %s, built for Kubernetes 1.%d, one minor behind the server "
+            "(Kubernetes' version-skew policy allows a scheduler or client one minor older than the API server). "
+            "Name an image explicitly to run another, or add the release to plugins/module_utils/versions.py "
+            "once upstream publishes it." % (self.project, self.server.minor_version, self.tag, self.built_for)
+        )
+
+    def as_dict(self):
+        return {
+            "project": self.project,
+            "release": self.tag,
+            "built_for": "1.%d" % self.built_for,
+            "server": self.server.release,
+            "skew": self.skew,
+            "warning": self.warning,
+        }
+
+
+def release_choice(table, version, project):
+    """The release of project for the server: its minor's, else the newest at most MAX_MINORS_BEHIND older.
+
+    Never a release built for a newer minor, never one further behind: those fail with the reason and the way out.
+    """
+    version = parse_kube_version(version)
     _kubernetes_1(version, project + " releases")
-    tag = table.get(version.minor)
-    if tag:
-        return tag
-    nearest = _nearest_minor(table, version.minor)
-    raise VersionError(
-        "%s has no release for Kubernetes %s (known: 1.%d to 1.%d). The nearest is %s, built for Kubernetes 1.%d; "
-        "it is not chosen automatically because %s releases are compiled against one Kubernetes minor. "
+    usable = [minor for minor in table if version.minor - MAX_MINORS_BEHIND <= minor <= version.minor]
+    if usable:
+        minor = max(usable)
+        return ReleaseChoice(project, table[minor], minor, version)
+    oldest, newest = min(table), max(table)
+    known = "known: 1.%d to 1.%d" % (oldest, newest)
+    way_out = (
         "Build the image from source, name an image explicitly, or, if upstream has released one since, "
         "add it to the table in plugins/module_utils/versions.py."
-        % (project, version.minor_version, min(table), max(table), table[nearest], nearest, project)
+    )
+    if version.minor > newest:
+        raise VersionError(
+            "%s has no release for Kubernetes %s (%s). The newest is %s, built for Kubernetes 1.%d: %d minors behind "
+            "the server, more than the one minor Kubernetes' version-skew policy allows, so it is not chosen. %s"
+            % (project, version.minor_version, known, table[newest], newest, version.minor - newest, way_out)
+        )
+    nearest = min(table, key=lambda key: (abs(key - version.minor), key))
+    raise VersionError(
+        "%s has no release for Kubernetes %s (%s). The nearest is %s, built for Kubernetes 1.%d; it is not chosen "
+        "because a release built for a newer Kubernetes must not run against an older API server, and none within "
+        "one minor below exists. %s" % (project, version.minor_version, known, table[nearest], nearest, way_out)
     )
 
 
+def scheduler_plugins_choice(version):
+    """The scheduler-plugins release for the server, with its skew (release_choice)."""
+    return release_choice(SCHEDULER_PLUGINS_RELEASES, version, "scheduler-plugins")
+
+
+def descheduler_choice(version):
+    """The descheduler release for the server, with its skew (release_choice)."""
+    return release_choice(DESCHEDULER_RELEASES, version, "descheduler")
+
+
 def scheduler_plugins_release(version):
-    """The newest scheduler-plugins tag for the server's minor (e.g. v0.31.8 for 1.31)."""
-    return _release_for_minor(SCHEDULER_PLUGINS_RELEASES, parse_kube_version(version), "scheduler-plugins")
+    """The scheduler-plugins tag for the server (e.g. v0.31.8 for 1.31; v0.35.7 for 1.36, one minor behind)."""
+    return scheduler_plugins_choice(version).tag
 
 
 def descheduler_release(version):
-    """The newest descheduler tag known for the server's minor (e.g. v0.36.0 for 1.36)."""
-    return _release_for_minor(DESCHEDULER_RELEASES, parse_kube_version(version), "descheduler")
+    """The descheduler tag for the server (e.g. v0.36.0 for 1.36 and, one minor behind, for 1.37)."""
+    return descheduler_choice(version).tag
 
 
 _REGISTRY_RE = re.compile(
@@ -426,7 +494,8 @@ def scheduler_image(version, flavor="kube-scheduler", registry=None):
     kube-scheduler: <registry>/kube-scheduler:vX.Y.Z, the server's exact upstream
     release (vendor suffixes dropped; release candidates keep -rc.N).
     scheduler-plugins: <registry>/scheduler-plugins/kube-scheduler:v0.N.x, the
-    newest release for the server's minor, or an error naming the nearest.
+    newest release for the server's minor, else one a minor behind it
+    (release_choice), else an error naming the nearest.
     """
     if flavor is None or flavor == "":
         flavor = "kube-scheduler"
@@ -441,7 +510,7 @@ def scheduler_image(version, flavor="kube-scheduler", registry=None):
 
 
 def descheduler_image(version, registry=None):
-    """<registry>/descheduler/descheduler:v0.N.x for the server's minor, or an error naming the nearest."""
+    """<registry>/descheduler/descheduler:v0.N.x for the server's minor or one behind it (release_choice)."""
     tag = descheduler_release(version)
     return image_reference("descheduler", tag, registry)
 

@@ -44,7 +44,8 @@ options:
   flavor:
     description:
       - Which scheduler to build.
-      - V(scheduler-plugins) fails for a Kubernetes minor without a scheduler-plugins release, naming the nearest one.
+      - V(scheduler-plugins) builds the release one minor behind for a Kubernetes minor without one (the version-skew
+        policy's limit), and fails further behind, naming the nearest one.
     type: str
     choices: [kube-scheduler, scheduler-plugins]
     default: kube-scheduler

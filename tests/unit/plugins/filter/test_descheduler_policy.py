@@ -148,6 +148,13 @@ def test_validate_catches_fields_of_other_releases():
         FILTERS["descheduler_policy_validate"](broken, CLUSTER_INFO)
 
 
+def test_a_server_one_minor_newer_gets_the_policy_of_the_release_behind_it():
+    # Kubernetes 1.37 has no descheduler release: v0.36.0 runs there, so its fields are the ones checked.
+    rendered = render_policy("v1.37.2", metrics_source="kubernetes_metrics")
+    assert rendered["policy"] == render_policy("v1.36.3", metrics_source="kubernetes_metrics")["policy"]
+    assert validate_policy(rendered["policy"], "v1.37.2")
+
+
 def test_unknown_server_minor():
     with pytest.raises(AnsibleFilterError, match="no release for Kubernetes 1.40"):
         FILTERS["descheduler_policy"]("v1.40.0")

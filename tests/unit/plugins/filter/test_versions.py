@@ -43,6 +43,7 @@ FILTER_NAMES = [
     "scheduler_image",
     "scheduler_config_api_version",
     "descheduler_image",
+    "component_release",
     "kubevirt_supports",
     "kube_version_mismatch",
     "mutating_admission_policy_api_version",
@@ -135,6 +136,19 @@ def test_descheduler_image(filters):
     assert filters["descheduler_image"]("v1.33.5", "127.0.0.1:5000") == "127.0.0.1:5000/descheduler/descheduler:v0.33.0"
 
 
+def test_component_release(filters):
+    same = filters["component_release"]("v1.36.3", "descheduler")
+    assert (same["release"], same["skew"], same["warning"]) == ("v0.36.0", 0, None)
+    behind = filters["component_release"]("v1.37.2", "descheduler")
+    assert (behind["release"], behind["built_for"], behind["skew"]) == ("v0.36.0", "1.36", 1)
+    assert "one minor behind the server" in behind["warning"]
+    assert filters["component_release"](CLUSTER_INFO, "scheduler-plugins")["release"] == "v0.31.8"
+    with pytest.raises(AnsibleFilterError, match="2 minors behind the server"):
+        filters["component_release"]("v1.37.2", "scheduler-plugins")
+    with pytest.raises(AnsibleFilterError, match="unknown component 'trimaran'"):
+        filters["component_release"]("v1.36.3", "trimaran")
+
+
 @pytest.mark.parametrize(
     "version, feature, expected",
     [
@@ -167,13 +181,13 @@ def test_kube_version_mismatch(filters):
         ("scheduler_image", ("v1.31.4", "trimaran"), {}, "unknown scheduler flavor 'trimaran': expected one of kube-scheduler, scheduler-plugins"),
         (
             "scheduler_image",
-            ("v1.36.3", "scheduler-plugins"),
+            ("v1.37.2", "scheduler-plugins"),
             {},
-            "scheduler-plugins has no release for Kubernetes 1.36 (known: 1.18 to 1.35). The nearest is v0.35.7",
+            "scheduler-plugins has no release for Kubernetes 1.37 (known: 1.18 to 1.35). The newest is v0.35.7",
         ),
         ("scheduler_image", ("v1.31.4",), {"registry": "https://mirror.example.com"}, "has a URL scheme"),
         ("scheduler_config_api_version", ("v1.21.14",), {}, "Kubernetes 1.21 is not supported"),
-        ("descheduler_image", ("v1.37.0",), {}, "descheduler has no release for Kubernetes 1.37 (known: 1.18 to 1.36). The nearest is v0.36.0"),
+        ("descheduler_image", ("v1.38.0",), {}, "descheduler has no release for Kubernetes 1.38 (known: 1.18 to 1.36). The newest is v0.36.0"),
         ("descheduler_image", ("1.31",), {}, "'1.31' names only a minor release"),
         ("kubevirt_supports", ("v1.6.0", "addedNodeSelector"), {}, "known features are added_node_selector, evict_annotation_synced, live_update_by_default, "
          "migrate_clusterrole, migration_cpu_vendor_selector, migration_priority"),
@@ -224,8 +238,8 @@ def test_filters_render_through_ansible(expression, expected):
 
 def test_filter_error_through_ansible_names_the_problem():
     with pytest.raises(Exception) as error:
-        render("'v1.36.3' | vmsched.kubevirt.scheduler_image('scheduler-plugins')")
-    assert "scheduler-plugins has no release for Kubernetes 1.36" in str(error.value)
+        render("'v1.37.2' | vmsched.kubevirt.scheduler_image('scheduler-plugins')")
+    assert "scheduler-plugins has no release for Kubernetes 1.37" in str(error.value)
 
 
 # --- sidecar documentation ---------------------------------------------------

@@ -313,25 +313,45 @@ def test_scheduler_plugins_with_a_mirror_keeps_the_repository_path():
     )
 
 
-def test_scheduler_plugins_without_a_release_names_the_nearest_newer_server():
+def test_scheduler_plugins_one_minor_behind_is_chosen_with_a_warning():
+    # No release for 1.36 (the table's newest is for 1.35): kube-scheduler may be one minor older than the server.
+    assert scheduler_image("v1.36.3", "scheduler-plugins") == "registry.k8s.io/scheduler-plugins/kube-scheduler:v0.35.7"
+    choice = versions.scheduler_plugins_choice("v1.36.3")
+    assert (choice.tag, choice.built_for, choice.skew) == ("v0.35.7", 35, 1)
+    assert choice.warning.startswith("scheduler-plugins has no release for Kubernetes 1.36 yet: using v0.35.7, "
+                                     "built for Kubernetes 1.35, one minor behind the server")
+    assert choice.as_dict() == {"project": "scheduler-plugins", "release": "v0.35.7", "built_for": "1.35",
+                                "server": "v1.36.3", "skew": 1, "warning": choice.warning}
+
+
+def test_a_release_for_the_servers_minor_has_no_warning():
+    choice = versions.scheduler_plugins_choice("v1.35.2")
+    assert (choice.tag, choice.skew, choice.warning) == ("v0.35.7", 0, None)
+
+
+def test_scheduler_plugins_two_minors_behind_is_refused():
     with pytest.raises(VersionError) as error:
-        scheduler_image("v1.36.3", "scheduler-plugins")
+        scheduler_image("v1.37.2", "scheduler-plugins")
     message = str(error.value)
-    assert message.startswith("scheduler-plugins has no release for Kubernetes 1.36 (known: 1.18 to 1.35).")
-    assert "The nearest is v0.35.7, built for Kubernetes 1.35" in message
-    assert "not chosen automatically" in message
+    assert message.startswith("scheduler-plugins has no release for Kubernetes 1.37 (known: 1.18 to 1.35).")
+    assert "The newest is v0.35.7, built for Kubernetes 1.35: 2 minors behind the server" in message
+    assert "so it is not chosen" in message
     assert "Build the image from source, name an image explicitly" in message
 
 
 def test_scheduler_plugins_without_a_release_names_the_nearest_older_server():
     with pytest.raises(VersionError, match=re.escape("no release for Kubernetes 1.17 (known: 1.18 to 1.35). The nearest is v0.18.9")):
         scheduler_plugins_release("v1.17.17")
+    with pytest.raises(VersionError, match="must not run against an older API server"):
+        scheduler_plugins_release("v1.17.17")
 
 
-def test_nearest_prefers_the_older_release_on_a_tie(monkeypatch):
-    monkeypatch.setattr(versions, "SCHEDULER_PLUGINS_RELEASES", {30: "v0.30.12", 32: "v0.32.7"})
-    with pytest.raises(VersionError, match="The nearest is v0.30.12, built for Kubernetes 1.30"):
-        versions.scheduler_plugins_release("v1.31.4")
+def test_a_gap_in_the_table_takes_the_release_one_minor_older(monkeypatch):
+    monkeypatch.setattr(versions, "SCHEDULER_PLUGINS_RELEASES", {30: "v0.30.12", 33: "v0.33.5"})
+    assert versions.scheduler_plugins_release("v1.31.4") == "v0.30.12"
+    # 1.32: v0.30 is two minors behind and v0.33 is newer than the server; the nearest is named.
+    with pytest.raises(VersionError, match="The nearest is v0.33.5, built for Kubernetes 1.33"):
+        versions.scheduler_plugins_release("v1.32.1")
 
 
 def test_unknown_flavor():
@@ -423,12 +443,19 @@ def test_descheduler_from_cluster_info_and_a_mirror():
     )
 
 
-def test_descheduler_without_a_release_names_the_nearest():
+def test_descheduler_one_minor_behind_is_chosen_with_a_warning():
+    assert descheduler_image("v1.37.1") == "registry.k8s.io/descheduler/descheduler:v0.36.0"
+    choice = versions.descheduler_choice("v1.37.1")
+    assert (choice.tag, choice.skew) == ("v0.36.0", 1)
+    assert "descheduler has no release for Kubernetes 1.37 yet: using v0.36.0, built for Kubernetes 1.36" in choice.warning
+
+
+def test_descheduler_two_minors_behind_is_refused():
     with pytest.raises(VersionError) as error:
-        descheduler_image("v1.37.1")
+        descheduler_image("v1.38.0")
     message = str(error.value)
-    assert message.startswith("descheduler has no release for Kubernetes 1.37 (known: 1.18 to 1.36).")
-    assert "The nearest is v0.36.0, built for Kubernetes 1.36" in message
+    assert message.startswith("descheduler has no release for Kubernetes 1.38 (known: 1.18 to 1.36).")
+    assert "The newest is v0.36.0, built for Kubernetes 1.36: 2 minors behind the server" in message
     assert "add it to the table in plugins/module_utils/versions.py" in message
 
 

@@ -41,7 +41,7 @@ def test_plan_scheduler_plugins_uses_the_release_for_the_minor():
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (dict(flavor="scheduler-plugins"), "no release for Kubernetes 1.36"),
+        (dict(flavor="scheduler-plugins", kubernetes_version="v1.37.2"), "no release for Kubernetes 1.37"),
         (dict(kubernetes_version="latest"), "cannot read a Kubernetes version"),
         (dict(registry="https://r.example.com"), "URL scheme"),
     ],
@@ -49,6 +49,13 @@ def test_plan_scheduler_plugins_uses_the_release_for_the_minor():
 def test_plan_rejects_bad_input(overrides, message):
     with pytest.raises(VersionError, match=message):
         sib.plan(params(**overrides))
+
+
+def test_plan_scheduler_plugins_one_minor_behind_builds_the_stated_release():
+    # No scheduler-plugins release for 1.36: the build is of v0.35.7, and the labels say so.
+    _image, source, labels, _spec = sib.plan(params(flavor="scheduler-plugins"))
+    assert source["version"] == "v0.35.7"
+    assert labels["org.opencontainers.image.version"] == "v0.35.7"
 
 
 def test_up_to_date_needs_the_label_and_the_architecture():
