@@ -135,7 +135,7 @@ units: venv ## Unit tests (tests/unit)
 .PHONY: integration
 integration: venv cluster-up ## Integration tests against the local control plane (KubeVirt 1.9), then integration-kubevirt
 	$(call say,"pytest tests/integration")
-	KUBECONFIG=$(LOCAL_KUBECONFIG) $(ANSIBLE_ENV) $(BIN)/pytest tests/integration -m "not kubevirt15"
+	KUBECONFIG=$(LOCAL_KUBECONFIG) $(ANSIBLE_ENV) $(BIN)/pytest tests/integration -m "not kubevirt15 and not fleet"
 	@$(MAKE) integration-kubevirt
 
 # Each older release on a control plane of its own (state in .cluster-<release>/, ports moved by an offset on
@@ -155,6 +155,35 @@ kubevirt-run: venv
 	$(KV_ENV) $(BIN)/python tests/cluster/cluster.py up --kubevirt $(KV_RELEASE); \
 	$(KV_ENV) KUBECONFIG=$(KV_DIR)/kubeconfig VMSCHED_TEST_KUBECONFIG=$(KV_DIR)/kubeconfig VMSCHED_PLACEMENT_VMS=200 \
 		$(ANSIBLE_ENV) $(BIN)/pytest $(KV_PYTEST)
+
+# site.yml and teardown.yml over a fleet: the local control plane and others of other Kubernetes releases
+# (tests/cluster/fleet.py: state in .cluster-k8s-<release>/, `+map-beta` serves MutatingAdmissionPolicy's
+# beta API), brought down afterwards whatever the outcome (tests/integration/test_fleet.py).
+FLEET ?= v1.34.4+map-beta
+MATRIX_FLEET := v1.37.2 v1.35.4 v1.34.4+map-beta
+# scheduler_image's build mode, on two of them: the binary it builds must report that release.
+MATRIX_BUILDS := v1.37.2 v1.34.4
+FLEET_PY = PATH=$(BIN):$$PATH $(BIN)/python tests/cluster/fleet.py
+
+.PHONY: fleet
+fleet: venv cluster-up ## site.yml over a fleet: the local control plane and Kubernetes $(FLEET)
+	$(call say,"a fleet: the local control plane and Kubernetes $(FLEET)")
+	@trap '$(FLEET_PY) down $(FLEET) >/dev/null 2>&1 || true' EXIT; \
+	$(FLEET_PY) up $(FLEET) && \
+	KUBECONFIG=$(LOCAL_KUBECONFIG) VMSCHED_FLEET_KUBECONFIGS="$$($(FLEET_PY) kubeconfigs $(FLEET))" $(ANSIBLE_ENV) \
+		$(BIN)/pytest tests/integration/test_fleet.py
+
+.PHONY: matrix
+matrix: venv cluster-up ## Every Kubernetes release claimed, live: site.yml over all four, a real scheduler on each, two builds
+	$(call say,"the Kubernetes matrix: the local control plane and $(MATRIX_FLEET)")
+	@trap '$(FLEET_PY) down $(MATRIX_FLEET) >/dev/null 2>&1 || true' EXIT; \
+	$(FLEET_PY) up $(MATRIX_FLEET) && \
+	KUBECONFIG=$(LOCAL_KUBECONFIG) VMSCHED_FLEET_KUBECONFIGS="$$($(FLEET_PY) kubeconfigs $(MATRIX_FLEET))" $(ANSIBLE_ENV) \
+		$(BIN)/pytest tests/integration/test_fleet.py && \
+	for release in $(MATRIX_BUILDS); do \
+		VMSCHED_KUBERNETES=$$release VMSCHED_TEST_KUBECONFIG=$$($(FLEET_PY) kubeconfigs $$release) $(ANSIBLE_ENV) \
+			$(BIN)/pytest tests/integration/test_scheduler_image.py -k test_build_compiles_the_servers_version || exit 1; \
+	done
 
 # MOLECULE_SCENARIOS picks scenarios (e.g. MOLECULE_SCENARIOS="check_mode teardown"); empty runs them all.
 MOLECULE_SCENARIOS ?=
@@ -321,7 +350,7 @@ ee: venv ## Execution environment: build context in .build/ee/ (ansible-builder 
 # 24 here). A smaller cluster already up stays as it is, and balance.py says so: `make cluster-down` first.
 .PHONY: bench
 bench: export VMSCHED_NODES ?= 24
-bench: venv cluster-up ## Benchmarks on the local control plane (24 nodes): bench/REPORT.md and bench/plots/ (about 75 min)
+bench: venv cluster-up ## Benchmarks on the local control plane (24 nodes): bench/REPORT.md and bench/plots/ (about 30 min)
 	$(call say,"bench/report.py: every benchmark against the local control plane")
 	KUBECONFIG=$(LOCAL_KUBECONFIG) $(ANSIBLE_ENV) $(BIN)/python bench/report.py
 

@@ -63,10 +63,11 @@ class PlaybookRun:
                 if any(result.get("changed") for result in task["hosts"].values())]
 
 
-def run_playbook(playbook, log_name, extra_vars=None, kubeconfig=KUBECONFIG, json_output=False, env=None):
+def run_playbook(playbook, log_name, extra_vars=None, kubeconfig=KUBECONFIG, json_output=False, env=None,
+                 inventory=None):
     """Runs ansible-playbook from the repository root, logs to bench/output/<log_name>.log, exits on failure."""
     OUTPUT.mkdir(parents=True, exist_ok=True)
-    cmd = [str(BIN / "ansible-playbook"), str(playbook)]
+    cmd = [str(BIN / "ansible-playbook"), str(playbook)] + (["-i", str(inventory)] if inventory else [])
     vars_file = None
     if extra_vars:
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as vars_file:

@@ -24,6 +24,12 @@ except ImportError:  # reported by AnsibleK8SModule's requirement check
         reason = None
         body = None
 
+try:
+    from urllib3.exceptions import HTTPError as _TransportError
+    TRANSPORT_ERRORS = (_TransportError,)
+except ImportError:  # the kubernetes client needs urllib3: AnsibleK8SModule's requirement check reports it
+    TRANSPORT_ERRORS = ()
+
 FORBIDDEN = (401, 403)
 
 
@@ -35,6 +41,12 @@ def error_message(exc):
     """What a module reports for an error: the API server's own message for API errors."""
     if isinstance(exc, ApiException):
         return "Kubernetes API error: %s" % api_error_message(exc)
+    if isinstance(exc, TRANSPORT_ERRORS):
+        # urllib3 after its retries: no API server answers there (wrong address, down, a firewall).
+        pool = getattr(exc, "pool", None)
+        where = " at %s://%s:%s" % (pool.scheme, pool.host, pool.port) if pool is not None else ""
+        reason = getattr(exc, "reason", None) or exc
+        return "cannot reach the Kubernetes API server%s: %s" % (where, reason)
     return str(exc)
 
 

@@ -23,6 +23,7 @@ from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import 
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import (
+    TRANSPORT_ERRORS,
     ApiException,
     KubeVirtError,
     error_message,
@@ -56,7 +57,7 @@ def run_engine(module, engine_class, user_agent, timed=True, connections=None, p
         reader = ClusterReader(module_api_client(module, user_agent, connections), page_size=page_size)
         engine = engine_class(reader, module.params, check_mode=module.check_mode, diff=module._diff)
         engine.run()
-    except (KubeVirtError, CoreException, ApiException, QuantityError) as exc:  # anything else is a bug
+    except (KubeVirtError, CoreException, ApiException, QuantityError) + TRANSPORT_ERRORS as exc:  # else a bug
         module.fail_json(msg=error_message(exc), **_finish(module, engine, started, timed))
     module.exit_json(**_finish(module, engine, started, timed))
 

@@ -37,12 +37,24 @@ kube_ldflags = gobuild.kube_ldflags
 
 
 def read_versions(path=HERE / "versions.env"):
+    """The pins of versions.env, KUBERNETES_VERSION being VMSCHED_KUBERNETES when set (one of KUBERNETES_VERSIONS).
+
+    One variable picks the Kubernetes release for everything that reads the pins: the build, cluster.py, and the
+    tests that compare what they see with it.
+    """
     versions = {}
     for line in path.read_text().splitlines():
         line = line.strip()
         if line and not line.startswith("#"):
             key, _sep, value = line.partition("=")
             versions[key.strip()] = value.strip()
+    wanted = os.environ.get("VMSCHED_KUBERNETES")
+    if wanted:
+        known = versions["KUBERNETES_VERSIONS"].split()
+        if wanted not in known:
+            sys.exit(f"build.py: VMSCHED_KUBERNETES={wanted} is not one of the control plane's Kubernetes releases "
+                     f"({', '.join(known)}; tests/cluster/versions.env)")
+        versions["KUBERNETES_VERSION"] = wanted
     return versions
 
 

@@ -1,7 +1,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The local control plane: real Kubernetes components, KWOK nodes, real KubeVirt control plane.
 
-    cluster.py up [--kubevirt v1.9.0]   start (or reuse) the cluster, print its kubeconfig
+    cluster.py up [--kubevirt v1.9.0] [--kubernetes v1.36.3] [--mutating-admission-policy-beta]
+                                        start (or reuse) the cluster, print its kubeconfig
     cluster.py down                     stop it and remove its state directory
     cluster.py restart-apiserver        stop and start kube-apiserver (clients must survive it)
 
@@ -11,7 +12,9 @@ virt-api and virt-controller run for real (kubevirt/install.py); only virt-handl
 node part is simulated (virt_handler/), because it needs KVM and a real node.
 
 VMSCHED_CLUSTER_DIR (default .cluster/) and VMSCHED_PORT_OFFSET let several clusters
-run at once, e.g. one per KubeVirt release or Kubernetes version.
+run at once, e.g. one per KubeVirt release or Kubernetes version. The Kubernetes release
+is one of versions.env's KUBERNETES_VERSIONS (--kubernetes, or VMSCHED_KUBERNETES, which
+build.read_versions and so the tests read too).
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 STATE = Path(os.environ.get("VMSCHED_CLUSTER_DIR", ROOT / ".cluster")).resolve()
 KUBECONFIG = STATE / "kubeconfig"
+CONTROL_PLANE = STATE / "control-plane.json"  # the Kubernetes release and API switches it was created with
 NAME = "vmsched"
 
 sys.path.insert(0, str(HERE))
@@ -57,6 +61,10 @@ def bin_dir():
     return build.ensure_built()
 
 
+def kubernetes_version():
+    return build.read_versions()["KUBERNETES_VERSION"]
+
+
 def kubectl():
     return Kubectl(bin_dir() / "kubectl", KUBECONFIG)
 
@@ -79,8 +87,11 @@ def pki_dir():
     return STATE / "kwok" / "clusters" / NAME / "pki"
 
 
-def kwokctl_config():
+def kwokctl_config(mutating_admission_policy_beta=False):
     """tests/cluster/kwokctl.yaml with its ports moved by PORT_OFFSET, written to the state directory.
+
+    mutating_admission_policy_beta serves MutatingAdmissionPolicy's beta API (Kubernetes 1.34 and 1.35 have it, off
+    by default: feature gate and runtime config, as an admin enables it).
 
     The API server also gets its front-proxy (request header) settings: aggregated API servers,
     virt-api among them, read them from the extension-apiserver-authentication ConfigMap, which
@@ -92,6 +103,9 @@ def kwokctl_config():
     ports = [k for k, v in options.items() if k.endswith("Port") and not isinstance(v, bool)]  # securePort is a flag
     for key in ports:
         options[key] += PORT_OFFSET
+    if mutating_admission_policy_beta:
+        options["kubeFeatureGates"] = "MutatingAdmissionPolicy=true"
+        options["kubeRuntimeConfig"] = "admissionregistration.k8s.io/v1beta1=true"
     apiserver = next(p for p in config["componentsPatches"] if p["name"] == "kube-apiserver")
     apiserver["extraArgs"] += [
         {"key": "requestheader-client-ca-file", "value": str(pki_dir() / "ca.crt")},
@@ -152,12 +166,13 @@ def check_ports_free(ports):
                          f"stop it with `make cluster-down` in its checkout, or set VMSCHED_PORT_OFFSET)")
 
 
-def create_control_plane():
+def create_control_plane(shape):
     b = bin_dir()
     kwokctl("delete", "cluster")
     STATE.mkdir(parents=True, exist_ok=True)
     KUBECONFIG.unlink(missing_ok=True)
-    config, ports = kwokctl_config()
+    CONTROL_PLANE.unlink(missing_ok=True)
+    config, ports = kwokctl_config(shape["mutating_admission_policy_beta"])
     check_ports_free(ports)
     started = time.monotonic()
     result = kwokctl(
@@ -176,7 +191,8 @@ def create_control_plane():
     audit = STATE / "audit.log"
     audit.unlink(missing_ok=True)
     audit.symlink_to(Path("kwok") / "clusters" / NAME / "logs" / "audit.log")
-    log(f"control plane created in {time.monotonic() - started:.0f}s")
+    CONTROL_PLANE.write_text(json.dumps(shape))
+    log(f"control plane created in {time.monotonic() - started:.0f}s: Kubernetes {shape['kubernetes']}")
 
 
 def node_objects(kubevirt_version, count=None):
@@ -281,17 +297,20 @@ def installed_kubevirt():
     return path.read_text().strip() if path.exists() else None
 
 
-def up(version):
+def up(version, mutating_admission_policy_beta=False):
     started = time.monotonic()
+    shape = {"kubernetes": kubernetes_version(), "mutating_admission_policy_beta": mutating_admission_policy_beta}
     if reachable():
         have = installed_kubevirt()
-        if have and have != version:
-            sys.exit(f"cluster.py: this cluster ({STATE}) runs KubeVirt {have}, not {version}: "
-                     f"`make cluster-down` first, or use another VMSCHED_CLUSTER_DIR and VMSCHED_PORT_OFFSET")
+        running = json.loads(CONTROL_PLANE.read_text()) if CONTROL_PLANE.exists() else None
+        for what, has, wanted in (("KubeVirt", have, version), ("the control plane", running, shape)):
+            if has and has != wanted:
+                sys.exit(f"cluster.py: this cluster ({STATE}) runs {what} {has}, not {wanted}: "
+                         f"`make cluster-down` first, or use another VMSCHED_CLUSTER_DIR and VMSCHED_PORT_OFFSET")
         log("control plane already up; reusing it")
     else:
         stop_kubevirt()
-        create_control_plane()
+        create_control_plane(shape)
     create_nodes(version)
     kubevirt = kubevirt_control_plane(version)
     kubevirt.install()
@@ -320,11 +339,17 @@ def main():
     sub = parser.add_subparsers(dest="command", required=True)
     p_up = sub.add_parser("up")
     p_up.add_argument("--kubevirt", default=default_kubevirt(), help="KubeVirt release, e.g. v1.9.0")
+    p_up.add_argument("--kubernetes", help="Kubernetes release, one of versions.env's KUBERNETES_VERSIONS "
+                                           "(default: VMSCHED_KUBERNETES, else KUBERNETES_VERSION)")
+    p_up.add_argument("--mutating-admission-policy-beta", action="store_true",
+                      help="serve MutatingAdmissionPolicy's beta API (Kubernetes 1.34, 1.35)")
     sub.add_parser("down")
     sub.add_parser("restart-apiserver")
     args = parser.parse_args()
+    if getattr(args, "kubernetes", None):
+        os.environ["VMSCHED_KUBERNETES"] = args.kubernetes  # read by build.read_versions, here and in children
     if args.command == "up":
-        up(args.kubevirt)
+        up(args.kubevirt, args.mutating_admission_policy_beta)
     elif args.command == "down":
         down()
     else:

@@ -16,6 +16,7 @@ KUBECONFIG = Path(os.environ.get("VMSCHED_TEST_KUBECONFIG", ROOT / ".cluster" / 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "kubevirt15: needs a cluster with KubeVirt 1.5 (make integration-kubevirt)")
+    config.addinivalue_line("markers", "fleet: needs a second control plane of another Kubernetes minor (make fleet)")
 
 
 @pytest.fixture(scope="session")

@@ -48,9 +48,9 @@ def token_kubeconfig(api_client, core, namespace, service_account, path: Path):
 
 
 class RealScheduler:
-    """The control plane's own kube-scheduler binary, run with a configuration from the cluster."""
+    """The control plane's own kube-scheduler binary (or another release's), run with a configuration from the cluster."""
 
-    def __init__(self, config: dict, kubeconfig: Path, workdir: Path, verbosity: int = 2):
+    def __init__(self, config: dict, kubeconfig: Path, workdir: Path, verbosity: int = 2, binary: Path | None = None):
         config = dict(config, clientConnection=dict(config.get("clientConnection") or {}, kubeconfig=str(kubeconfig)))
         self.config_path = workdir / "config.yaml"
         self.config_path.write_text(yaml.safe_dump(config))
@@ -58,7 +58,7 @@ class RealScheduler:
         self.log_path = workdir / "kube-scheduler.log"
         self.log = self.log_path.open("w")
         self.proc = subprocess.Popen(  # pylint: disable=consider-using-with
-            [str(build.bin_dir() / "kube-scheduler"), f"--config={self.config_path}",
+            [str(binary or build.bin_dir() / "kube-scheduler"), f"--config={self.config_path}",
              "--bind-address=127.0.0.1", f"--secure-port={self.port}",
              f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}", f"--v={verbosity}"],
             stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)

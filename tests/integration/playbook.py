@@ -68,8 +68,9 @@ class PlaybookRun:
 
 
 def run_playbook(playbook: Path, variables: dict, kubeconfig: Path, check=False, diff=False,
-                 env: dict | None = None) -> PlaybookRun:
-    """ansible-playbook from this venv with the collection from the checkout, JSON output."""
+                 env: dict | None = None, inventory: Path | None = None) -> PlaybookRun:
+    """ansible-playbook from this venv with the collection from the checkout, JSON output; with an inventory
+    (a fleet), over its hosts."""
     tmp = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)  # noqa: SIM115  removed below
     with tmp:
         json.dump(variables, tmp)
@@ -78,6 +79,8 @@ def run_playbook(playbook: Path, variables: dict, kubeconfig: Path, check=False,
                    ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
                    ANSIBLE_DEPRECATION_WARNINGS="0", **(env or {}))
     cmd = [str(BIN / "ansible-playbook"), str(playbook), "-e", f"@{tmp.name}"]
+    if inventory:
+        cmd += ["-i", str(inventory)]
     if check:
         cmd.append("--check")
     if diff:

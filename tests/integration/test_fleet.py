@@ -1,0 +1,184 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""playbooks/site.yml and teardown.yml over a fleet (`make fleet`, `make matrix`): the local control plane and the
+control planes of other Kubernetes releases VMSCHED_FLEET_KUBECONFIGS names (tests/cluster/fleet.py), plus two
+hosts that cannot work: a context the kubeconfig does not have, and an API server that does not answer.
+
+Each good cluster gets what its own version needs (image, config apiVersion, descheduler release, VM defaults
+API) and a real kube-scheduler of its version, run with the ConfigMap the role wrote and as the role's
+ServiceAccount, binds a VM's launcher pod there; the bad hosts fail alone, each with its reason."""
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client, config, dynamic
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+from .conftest import wait_for
+from .local_scheduler import RealScheduler, build, token_kubeconfig
+from .playbook import ROOT, run_playbook
+from .vms import GROUP, VERSION, vm_manifest
+
+pytestmark = pytest.mark.fleet
+
+SITE = ROOT / "playbooks" / "site.yml"
+TEARDOWN = ROOT / "playbooks" / "teardown.yml"
+OTHERS = [Path(p) for p in os.environ.get("VMSCHED_FLEET_KUBECONFIGS", "").split()]
+SCHEDULER = "kubevirt-scheduler"
+# Where each minor's descheduler comes from (plugins/module_utils/versions.py; 1.37: the release one minor behind).
+DESCHEDULER = {34: "v0.34.0", 35: "v0.35.1", 36: "v0.36.0", 37: "v0.36.0"}
+
+
+def answers(ns):
+    """site.yml confined to one namespace per cluster, as the Molecule scenarios run it (KWOK pulls no image)."""
+    return {"site_image_lookup": "false", "site_scheduler_namespace": ns, "site_scheduler_rollout_timeout": 120,
+            "site_descheduler_namespace": ns, "site_descheduler_rollout_timeout": 120, "site_vms_namespace": ns,
+            "site_vm_defaults_name": ns, "site_vm_defaults_namespaces": ns}
+
+
+class Cluster:
+    def __init__(self, kubeconfig: Path):
+        self.kubeconfig = kubeconfig
+        self.api = config.new_client_from_config(config_file=str(kubeconfig))
+        self.core = client.CoreV1Api(self.api)
+        self.custom = client.CustomObjectsApi(self.api)
+        self.version = client.VersionApi(self.api).get_code().git_version
+        self.minor = int(self.version.split(".")[1])
+        self.name = f"k8s-1.{self.minor}"
+        resources = dynamic.DynamicClient(self.api).resources
+        self.map_api = None  # the MutatingAdmissionPolicy version the server serves, if any
+        for version in ("v1", "v1beta1"):
+            try:
+                resources.get(api_version=f"admissionregistration.k8s.io/{version}", kind="MutatingAdmissionPolicy")
+            except ResourceNotFoundError:
+                continue
+            self.map_api = version
+            break
+
+    def scheduler_binary(self):
+        return build.bin_dir(dict(build.read_versions(), KUBERNETES_VERSION=self.version)) / "kube-scheduler"
+
+
+@pytest.fixture(scope="module")
+def clusters(kubeconfig):
+    if not OTHERS or not all(p.exists() for p in OTHERS):
+        pytest.fail("no other control planes: VMSCHED_FLEET_KUBECONFIGS must name their kubeconfigs "
+                    f"(got {OTHERS}); `make fleet` or `make matrix` start them and set it", pytrace=False)
+    found = [Cluster(kubeconfig)] + [Cluster(p) for p in OTHERS]
+    assert len({c.minor for c in found}) == len(found), [c.version for c in found]
+    return found
+
+
+@pytest.fixture(scope="module")
+def converged(clusters, kubeconfig, tmp_path_factory):
+    """site.yml once over the fleet, with a halted VM in each cluster's namespace to opt in; torn down after."""
+    tmp = tmp_path_factory.mktemp("fleet")
+    ns = "fleet-" + uuid.uuid4().hex[:8]
+    for c in clusters:
+        c.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
+        wait_for(lambda c=c: c.core.read_namespaced_service_account("default", ns), "default ServiceAccount",
+                 exceptions=(client.ApiException,))
+        c.custom.create_namespaced_custom_object(GROUP, VERSION, ns, "virtualmachines",
+                                                 vm_manifest("before", run_strategy="Halted"))
+    # The same cluster's credentials, but an address where no API server listens.
+    unreachable = yaml.safe_load(kubeconfig.read_text())
+    for entry in unreachable["clusters"]:
+        entry["cluster"]["server"] = "https://127.0.0.1:9"
+    (tmp / "unreachable.kubeconfig").write_text(yaml.safe_dump(unreachable))
+    hosts = {c.name: {"kubeconfig": str(c.kubeconfig)} for c in clusters}
+    good = tmp / "good.yml"
+    good.write_text(yaml.safe_dump({"kubevirt_clusters": {"hosts": hosts}}))
+    inventory = tmp / "fleet.yml"
+    inventory.write_text(yaml.safe_dump({"kubevirt_clusters": {"hosts": dict(hosts, **{
+        "no-context": {"kubeconfig": str(kubeconfig), "context": "no-such-context"},
+        "unreachable": {"kubeconfig": str(tmp / "unreachable.kubeconfig")},
+    })}}))
+    started = time.monotonic()
+    run = run_playbook(SITE, answers(ns), kubeconfig, inventory=inventory)
+    print(f"\nsite.yml over {len(clusters)} clusters and 2 bad hosts: {time.monotonic() - started:.1f}s")
+    shown = [result for name, result in run.results if name == "Show every cluster"]
+    print("\n".join(shown[0]["msg"]) if shown else run.stdout[-3000:])
+    yield run, ns, inventory
+    run_playbook(TEARDOWN, answers(ns), kubeconfig, inventory=good)
+    for c in clusters:
+        c.core.delete_namespace(ns)
+
+
+def rows(run):
+    table = run.result("Show every cluster")["msg"]
+    assert table[0].split()[:3] == ["CLUSTER", "SERVER", "SCHEDULER"], table
+    return {row.split()[0]: row for row in table[1:]}
+
+
+def test_each_cluster_gets_what_its_version_needs_and_the_bad_hosts_fail_alone(clusters, converged):
+    run, ns, _inventory = converged
+    assert run.rc == 2, run.stdout[-3000:]
+    table = rows(run)
+    assert set(table) == {c.name for c in clusters} | {"no-context", "unreachable"}, table
+    for c in clusters:
+        cells = table[c.name].split()
+        assert cells[1] == c.version, table[c.name]
+        # site_image_lookup=false: the image is computed from the server's version.
+        assert cells[2] == f"registry.k8s.io/kube-scheduler:{c.version}", table[c.name]
+        assert cells[3] == "kubescheduler.config.k8s.io/v1", table[c.name]
+        assert cells[4] == DESCHEDULER[c.minor], table[c.name]
+        wanted = f"MutatingAdmissionPolicy {c.map_api}" if c.map_api else "vm_placement (no MutatingAdmissionPolicy API)"
+        assert " ".join(cells[5:-2]) == wanted, table[c.name]
+        assert cells[-2] == "1", table[c.name]  # the halted VM, opted in
+        # Deployed there for real: the Deployment runs the image the table names.
+        deployment = client.AppsV1Api(c.api).read_namespaced_deployment(SCHEDULER, ns)
+        assert deployment.spec.template.spec.containers[0].image == cells[2]
+        vm = c.custom.get_namespaced_custom_object(GROUP, VERSION, ns, "virtualmachines", "before")
+        assert vm["spec"]["template"]["spec"]["schedulerName"] == SCHEDULER
+    if any(c.minor == 37 for c in clusters):  # newer than the newest descheduler: said, with the skew
+        assert "descheduler has no release for Kubernetes 1.37 yet: using v0.36.0" in run.stdout
+    assert "FAILED" in table["no-context"] and "no-such-context" in table["no-context"], table["no-context"]
+    assert "FAILED" in table["unreachable"] and "127.0.0.1:9" in table["unreachable"], table["unreachable"]
+    stats = run.data["stats"]
+    assert stats["no-context"]["failures"] and stats["unreachable"]["failures"], stats
+    assert not any(stats[c.name]["failures"] for c in clusters), stats
+
+
+def test_a_second_run_changes_nothing_on_any_cluster(clusters, converged):
+    _run, ns, inventory = converged
+    again = run_playbook(SITE, answers(ns), clusters[0].kubeconfig, inventory=inventory)
+    assert {c.name: again.data["stats"][c.name]["changed"] for c in clusters} == {c.name: 0 for c in clusters}, \
+        again.data["stats"]
+
+
+def test_each_version_s_scheduler_binds_a_vm_with_the_applied_config(clusters, converged, tmp_path):
+    _run, ns, _inventory = converged
+    for c in clusters:
+        apps = client.AppsV1Api(c.api)
+        volumes = apps.read_namespaced_deployment(SCHEDULER, ns).spec.template.spec.volumes
+        config_map = next(v.config_map.name for v in volumes if v.name == "config")
+        applied = yaml.safe_load(c.core.read_namespaced_config_map(config_map, ns).data["config.yaml"])
+        workdir = tmp_path / c.name
+        workdir.mkdir()
+        sa_kubeconfig = token_kubeconfig(c.api, c.core, ns, SCHEDULER, workdir / "sa.kubeconfig")
+        scheduler = RealScheduler(applied, sa_kubeconfig, workdir, binary=c.scheduler_binary())
+        try:
+            wait_for(scheduler.healthy, f"{c.name}'s kube-scheduler /healthz", timeout=60)
+            # The VM opted in while halted starts now: its launcher pod names the secondary scheduler.
+            c.custom.patch_namespaced_custom_object(GROUP, VERSION, ns, "virtualmachines", "before",
+                                                    {"spec": {"runStrategy": "Always"}})
+            pod = wait_for(lambda c=c: [p for p in c.core.list_namespaced_pod(
+                ns, label_selector="kubevirt.io=virt-launcher").items if p.spec.node_name],
+                f"{c.name}: the launcher pod bound", timeout=90)[0]
+            assert pod.spec.scheduler_name == SCHEDULER
+            events = wait_for(lambda c=c, pod=pod: [e for e in client.EventsV1Api(c.api).list_namespaced_event(
+                ns, field_selector=f"regarding.name={pod.metadata.name}").items if e.reason == "Scheduled"],
+                f"{c.name}: the Scheduled event", timeout=30)
+            assert events[0].reporting_controller == SCHEDULER, events[0]
+            assert "forbidden" not in scheduler.tail().lower(), scheduler.tail()
+            # New VMs: defaulted to the secondary scheduler where the server serves MutatingAdmissionPolicy.
+            created = c.custom.create_namespaced_custom_object(GROUP, VERSION, ns, "virtualmachines",
+                                                               vm_manifest("after", run_strategy="Halted"))
+            defaulted = created["spec"]["template"]["spec"].get("schedulerName")
+            assert defaulted == (SCHEDULER if c.map_api else None), (c.name, c.map_api, defaulted)
+        finally:
+            scheduler.stop()
