@@ -31,6 +31,9 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.cluster_reader import PAGE_SIZE, ClusterReader
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.node_fit import QuantityError
 
+# Failures a module reports as a message; anything else is a bug and keeps its traceback.
+USER_ERRORS = (KubeVirtError, CoreException, ApiException, QuantityError) + TRANSPORT_ERRORS
+
 
 def module_api_client(module, user_agent, connections=None):
     """kubernetes.core's client for a module, with the module's own user agent so that the
@@ -57,7 +60,7 @@ def run_engine(module, engine_class, user_agent, timed=True, connections=None, p
         reader = ClusterReader(module_api_client(module, user_agent, connections), page_size=page_size)
         engine = engine_class(reader, module.params, check_mode=module.check_mode, diff=module._diff)
         engine.run()
-    except (KubeVirtError, CoreException, ApiException, QuantityError) + TRANSPORT_ERRORS as exc:  # else a bug
+    except USER_ERRORS as exc:  # anything else is a bug
         module.fail_json(msg=error_message(exc), **_finish(module, engine, started, timed))
     module.exit_json(**_finish(module, engine, started, timed))
 

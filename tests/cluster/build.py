@@ -123,6 +123,23 @@ def bin_dir(versions=None):
         versions[k] for k in ("KUBERNETES_VERSION", "ETCD_VERSION", "KWOK_VERSION"))
 
 
+def link_from_sibling(bindir, name, binaries):
+    """etcd and KWOK are pinned once for every Kubernetes release: another release's directory may have them built.
+
+    Hard links (same cache directory), so nothing is copied; True when every binary was found."""
+    if name == "kubernetes":
+        return False
+    suffix = bindir.name.split("-", 1)[1]  # <etcd>-<kwok>: the part every release's directory shares
+    for sibling in sorted(bindir.parent.glob(f"*-{suffix}")):
+        if sibling != bindir and all((sibling / b).exists() for b in binaries):
+            for b in binaries:
+                (bindir / b).unlink(missing_ok=True)
+                os.link(sibling / b, bindir / b)
+            log(f"{name}: linked from {sibling.name}")
+            return True
+    return False
+
+
 def ensure_built():
     """Return the directory of the pinned binaries, building what is missing."""
     versions = read_versions()
@@ -133,6 +150,7 @@ def ensure_built():
     if shutil.which("go") is None:
         sys.exit("build.py: Go is not installed; .ci/run installs it (see README, Requirements).")
     bindir.mkdir(parents=True, exist_ok=True)
+    todo = [c for c in todo if not link_from_sibling(bindir, c[0], c[2])]
     for name, version, binaries, builder in todo:
         started = time.monotonic()
         log(f"{name} {version}: cold build (kube-apiserver alone takes minutes on 2 cores)")

@@ -107,6 +107,11 @@ def kwokctl_config(mutating_admission_policy_beta=False):
         options["kubeFeatureGates"] = "MutatingAdmissionPolicy=true"
         options["kubeRuntimeConfig"] = "admissionregistration.k8s.io/v1beta1=true"
     apiserver = next(p for p in config["componentsPatches"] if p["name"] == "kube-apiserver")
+    if int(kubernetes_version().split(".")[1]) >= 37:
+        # From 1.37 kube-apiserver refuses a loopback advertise address with an endpoint reconciler
+        # (pkg/controlplane/instance.go: "cannot use public IP ... with endpoint reconciler"); nothing here reads
+        # the kubernetes Service's endpoints (every component runs on this host), so none reconciles them.
+        apiserver["extraArgs"].append({"key": "endpoint-reconciler-type", "value": "none"})
     apiserver["extraArgs"] += [
         {"key": "requestheader-client-ca-file", "value": str(pki_dir() / "ca.crt")},
         # The same CA signs the admin's client certificate: only the proxy's may set the headers.
