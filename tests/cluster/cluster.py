@@ -76,7 +76,9 @@ def reachable():
 
 
 def kwokctl(*args):
-    env = dict(os.environ, KWOK_WORKDIR=str(STATE / "kwok"),
+    # KUBECONFIG: kwokctl adds and removes its context (kwok-vmsched, the same name in every state directory) in
+    # the kubeconfig it is given, else in $KUBECONFIG: never another cluster's, or a user's.
+    env = dict(os.environ, KWOK_WORKDIR=str(STATE / "kwok"), KUBECONFIG=str(KUBECONFIG),
                KWOK_KUBECTL_BINARY=str(bin_dir() / "kubectl"))
     cmd = [str(bin_dir() / "kwokctl"), "--name", NAME, *args]
     log("$ kwokctl --name " + NAME + " " + " ".join(args[:2]))
@@ -158,17 +160,28 @@ def kwok_stages():
     return stages
 
 
-def check_ports_free(ports):
-    """kwokctl waits minutes on a port another process holds; say so at once instead."""
+def check_ports_free(ports, grace=15.0):
+    """kwokctl waits minutes on a port another process holds; say so at once instead.
+
+    A process of a cluster just brought down may hold its port for a few seconds more: wait that long first."""
+    deadline = time.monotonic() + grace
     for port in ports:
-        with socket.socket() as sock:
-            # Like the servers themselves: connections in TIME_WAIT do not make a port busy.
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
+        while not port_free(port):
+            if time.monotonic() > deadline:
                 sys.exit(f"cluster.py: port {port} on 127.0.0.1 is in use (another local control plane? "
                          f"stop it with `make cluster-down` in its checkout, or set VMSCHED_PORT_OFFSET)")
+            time.sleep(0.5)
+
+
+def port_free(port):
+    with socket.socket() as sock:
+        # Like the servers themselves: connections in TIME_WAIT do not make a port busy.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 def create_control_plane(shape):

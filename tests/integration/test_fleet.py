@@ -21,6 +21,7 @@ from kubernetes.dynamic.exceptions import ResourceNotFoundError
 from .conftest import wait_for
 from .local_scheduler import RealScheduler, build, token_kubeconfig
 from .playbook import ROOT, run_playbook
+from .registry import Buildah, LocalRegistry
 from .vms import GROUP, VERSION, vm_manifest
 
 pytestmark = pytest.mark.fleet
@@ -33,9 +34,11 @@ SCHEDULER = "kubevirt-scheduler"
 DESCHEDULER = {34: "v0.34.0", 35: "v0.35.1", 36: "v0.36.0", 37: "v0.36.0"}
 
 
-def answers(ns):
-    """site.yml confined to one namespace per cluster, as the Molecule scenarios run it (KWOK pulls no image)."""
-    return {"site_image_lookup": "false", "site_scheduler_namespace": ns, "site_scheduler_rollout_timeout": 120,
+def answers(ns, registry):
+    """site.yml confined to one namespace per cluster, as the Molecule scenarios run it; the scheduler image looked up
+    in a local registry holding each release's kube-scheduler (registry.k8s.io is not reachable from here)."""
+    return {"site_image_source_registry": registry.host, "site_image_source_tls_verify": "false",
+            "site_scheduler_namespace": ns, "site_scheduler_rollout_timeout": 120,
             "site_descheduler_namespace": ns, "site_descheduler_rollout_timeout": 120, "site_vms_namespace": ns,
             "site_vm_defaults_name": ns, "site_vm_defaults_namespaces": ns}
 
@@ -74,7 +77,19 @@ def clusters(kubeconfig):
 
 
 @pytest.fixture(scope="module")
-def converged(clusters, kubeconfig, tmp_path_factory):
+def registry(clusters, tmp_path_factory):
+    """A registry with the kube-scheduler image of every cluster's release, as registry.k8s.io publishes them."""
+    work = tmp_path_factory.mktemp("registry")
+    local = LocalRegistry(work / "registry")
+    seeder = Buildah(work / "buildah")
+    for c in clusters:
+        seeder.push_file_image(c.scheduler_binary(), f"{local.host}/kube-scheduler:{c.version}")
+    yield local
+    local.stop()
+
+
+@pytest.fixture(scope="module")
+def converged(clusters, registry, kubeconfig, tmp_path_factory):
     """site.yml once over the fleet, with a halted VM in each cluster's namespace to opt in; torn down after."""
     tmp = tmp_path_factory.mktemp("fleet")
     ns = "fleet-" + uuid.uuid4().hex[:8]
@@ -98,12 +113,12 @@ def converged(clusters, kubeconfig, tmp_path_factory):
         "unreachable": {"kubeconfig": str(tmp / "unreachable.kubeconfig")},
     })}}))
     started = time.monotonic()
-    run = run_playbook(SITE, answers(ns), kubeconfig, inventory=inventory)
+    run = run_playbook(SITE, answers(ns, registry), kubeconfig, inventory=inventory)
     print(f"\nsite.yml over {len(clusters)} clusters and 2 bad hosts: {time.monotonic() - started:.1f}s")
     shown = [result for name, result in run.results if name == "Show every cluster"]
     print("\n".join(shown[0]["msg"]) if shown else run.stdout[-3000:])
     yield run, ns, inventory
-    run_playbook(TEARDOWN, answers(ns), kubeconfig, inventory=good)
+    run_playbook(TEARDOWN, answers(ns, registry), kubeconfig, inventory=good)
     for c in clusters:
         c.core.delete_namespace(ns)
 
@@ -114,7 +129,7 @@ def rows(run):
     return {row.split()[0]: row for row in table[1:]}
 
 
-def test_each_cluster_gets_what_its_version_needs_and_the_bad_hosts_fail_alone(clusters, converged):
+def test_each_cluster_gets_what_its_version_needs_and_the_bad_hosts_fail_alone(clusters, registry, converged):
     run, ns, _inventory = converged
     assert run.rc == 2, run.stdout[-3000:]
     table = rows(run)
@@ -122,8 +137,8 @@ def test_each_cluster_gets_what_its_version_needs_and_the_bad_hosts_fail_alone(c
     for c in clusters:
         cells = table[c.name].split()
         assert cells[1] == c.version, table[c.name]
-        # site_image_lookup=false: the image is computed from the server's version.
-        assert cells[2] == f"registry.k8s.io/kube-scheduler:{c.version}", table[c.name]
+        # Looked up by the scheduler_image role on that cluster's own version, pinned to its digest.
+        assert cells[2].startswith(f"{registry.host}/kube-scheduler:{c.version}@sha256:"), table[c.name]
         assert cells[3] == "kubescheduler.config.k8s.io/v1", table[c.name]
         assert cells[4] == DESCHEDULER[c.minor], table[c.name]
         wanted = f"MutatingAdmissionPolicy {c.map_api}" if c.map_api else "vm_placement (no MutatingAdmissionPolicy API)"
@@ -143,9 +158,9 @@ def test_each_cluster_gets_what_its_version_needs_and_the_bad_hosts_fail_alone(c
     assert not any(stats[c.name]["failures"] for c in clusters), stats
 
 
-def test_a_second_run_changes_nothing_on_any_cluster(clusters, converged):
+def test_a_second_run_changes_nothing_on_any_cluster(clusters, registry, converged):
     _run, ns, inventory = converged
-    again = run_playbook(SITE, answers(ns), clusters[0].kubeconfig, inventory=inventory)
+    again = run_playbook(SITE, answers(ns, registry), clusters[0].kubeconfig, inventory=inventory)
     assert {c.name: again.data["stats"][c.name]["changed"] for c in clusters} == {c.name: 0 for c in clusters}, \
         again.data["stats"]
 
