@@ -91,6 +91,15 @@ def test_resolve_pins_the_image_to_its_digest(run, source_registry):
     assert result.changed == 0
 
 
+def test_scheduler_plugins_one_minor_behind_the_server_is_chosen_with_a_warning(run, source_registry):
+    # The server runs 1.36; scheduler-plugins' newest release is for 1.35, within the version-skew policy.
+    result = run(mode="resolve", flavor="scheduler-plugins", **source_vars(source_registry))
+    assert not result.failed, result
+    assert result.ref.startswith(f"{source_registry.host}/scheduler-plugins/kube-scheduler:{PLUGINS_TAG}@sha256:")
+    assert any(f"scheduler-plugins has no release for Kubernetes 1.36 yet: using {PLUGINS_TAG}" in message
+               for message in result.debug_messages), result.debug_messages
+
+
 def test_resolve_missing_tag_fails_clearly(run, source_registry):
     result = run(kubernetes_version="v1.36.2", **source_vars(source_registry))
     assert result.failed
@@ -152,8 +161,10 @@ BAD_INPUTS = {
     "unknown mode": (dict(mode="copy"), "value of scheduler_image_mode must be one of"),
     "unparsable version": (dict(kubernetes_version="latest"), "cannot read a Kubernetes version from 'latest'"),
     "minor-only version": (dict(kubernetes_version="v1.36"), "names only a minor release"),
-    "no scheduler-plugins release for the server's minor": (
-        dict(flavor="scheduler-plugins"), "scheduler-plugins has no release for Kubernetes 1.36"),
+    # 1.36 runs scheduler-plugins v0.35 (one minor behind, with a warning); 1.37 would be two behind.
+    "no scheduler-plugins release within a minor of the version": (
+        dict(flavor="scheduler-plugins", kubernetes_version="v1.37.2"),
+        "scheduler-plugins has no release for Kubernetes 1.37"),
     "target registry with a scheme": (dict(target_registry="http://127.0.0.1:5000"), "has a URL scheme"),
     "mirror without a target": (dict(target_registry=""), "set scheduler_image_target_registry"),
     "plain-HTTP target with TLS verification": (
