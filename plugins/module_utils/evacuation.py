@@ -413,7 +413,7 @@ class Evacuation:
                 job["entry"]["status"] = "not_started"
             return self.verdict()
         if cordon:
-            self.reader.core.patch_node(self.p["node"], {"spec": {"unschedulable": True}})
+            self.reader.patch_node(self.p["node"], {"spec": {"unschedulable": True}})
             self.result["cordoned"] = True
             self.result["changed"] = True
         if jobs:

@@ -36,16 +36,17 @@ USER_ERRORS = (KubeVirtError, CoreException, ApiException, QuantityError) + TRAN
 
 
 def module_api_client(module, user_agent, connections=None):
-    """kubernetes.core's client for a module, with the module's own user agent so that the
+    """kubernetes.core's DynamicClient for a module, with the module's own user agent so that the
     API server's audit log tells its requests apart; `connections` keeps that many connections
     open (for engines that send requests from several threads)."""
-    api_client = get_api_client(module=module).client.client
+    dynamic_client = get_api_client(module=module).client
+    api_client = dynamic_client.client
     api_client.user_agent = user_agent
     pool_manager = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
     if connections and pool_manager is not None:  # instead of urllib3 discarding the extra connections
         pool_manager.connection_pool_kw["maxsize"] = max(connections, 4)
         pool_manager.clear()
-    return api_client
+    return dynamic_client
 
 
 def run_engine(module, engine_class, user_agent, timed=True, connections=None, page_size=PAGE_SIZE):

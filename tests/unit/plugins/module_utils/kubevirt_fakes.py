@@ -115,7 +115,6 @@ class FakeCluster:
         self.writes = []
         self.clock = [0.0]
         self.custom = FakeCustom(self)
-        self.core = FakeCore(self)
 
     # --- bookkeeping ----------------------------------------------------------------------------------------
 
@@ -187,6 +186,12 @@ class FakeCluster:
 
     def events_for(self, namespace, kind, name, uid=None):
         return [e for e in self.events if e["involvedObject"]["name"] == name]
+
+    def patch_node(self, name, body):
+        self.writes.append(("patch", "nodes", name))
+        for item in self._nodes:
+            if item["metadata"]["name"] == name:
+                item.update(apply(item, body))
 
     # --- KubeVirt's part ------------------------------------------------------------------------------------
 
@@ -272,17 +277,6 @@ class FakeCustom:
             key, value = label_selector.split("=")
             items = [i for i in items if (i["metadata"].get("labels") or {}).get(key) == value]
         return {"metadata": {"resourceVersion": str(self.cluster.rv)}, "items": items}
-
-
-class FakeCore:
-    def __init__(self, cluster):
-        self.cluster = cluster
-
-    def patch_node(self, name, body):
-        self.cluster.writes.append(("patch", "nodes", name))
-        for item in self.cluster._nodes:
-            if item["metadata"]["name"] == name:
-                item.update(apply(item, body))
 
 
 class FakeWatch:
