@@ -256,6 +256,14 @@ def summarize_schedulers(pods, vmis, deployments):
     return sorted(table.values(), key=lambda s: (s["name"] is None, s["name"] or ""))
 
 
+def node_ready(node):
+    """The node's Ready condition: True, False, or None when it reports none (or Unknown)."""
+    for condition in _status(node).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return {"True": True, "False": False}.get(condition.get("status"))
+    return None
+
+
 def summarize_nodes(nodes, pods, vmis, images):
     usage = node_fit.node_usage(pods)
     counts = {}
@@ -275,6 +283,8 @@ def summarize_nodes(nodes, pods, vmis, images):
             "cpu_allocatable": round(node_fit.parse_quantity(allocatable.get("cpu", 0)), 3),
             "memory_requested": int(round(used.get("memory", 0.0))),
             "memory_allocatable": int(round(node_fit.parse_quantity(allocatable.get("memory", 0)))),
+            "ready": node_ready(node),
+            "labels": _meta(node).get("labels") or {},
             "taints": _spec(node).get("taints") or [],
             "unschedulable": bool(_spec(node).get("unschedulable")),
             "lists_virt_launcher_image": node_lists_image(node, images),
@@ -330,6 +340,9 @@ def report(server_version, capabilities, nodes, pods, vmis, vmims, kubevirt_cr, 
     return {
         "server_version": server_version,
         "kubevirt": {
+            "namespace": _meta(kubevirt_cr).get("namespace") if kubevirt_cr else None,
+            "name": _meta(kubevirt_cr).get("name") if kubevirt_cr else None,
+            "phase": _status(kubevirt_cr).get("phase") if kubevirt_cr else None,
             "version": capabilities.version,
             "supports_added_node_selector": capabilities.added_node_selector,
             "parallel_migrations_per_cluster": capabilities.parallel_per_cluster,

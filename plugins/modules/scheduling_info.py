@@ -102,6 +102,18 @@ kubevirt:
   returned: always
   type: dict
   contains:
+    namespace:
+      description: The KubeVirt CR's namespace; V(null) when no CR was found or it may not be read.
+      type: str
+      sample: kubevirt
+    name:
+      description: The KubeVirt CR's name; V(null) when no CR was found or it may not be read.
+      type: str
+      sample: kubevirt
+    phase:
+      description: The KubeVirt CR's C(status.phase) (V(Deployed) once KubeVirt runs); V(null) when unknown.
+      type: str
+      sample: Deployed
     version:
       description: C(status.observedKubeVirtVersion) of the KubeVirt CR, V(null) when unknown.
       type: str
@@ -119,7 +131,8 @@ kubevirt:
       description: C(spec.configuration.migrations.parallelOutboundMigrationsPerNode), or KubeVirt's default 2.
       type: int
       sample: 2
-  sample: {"version": "v1.6.6", "supports_added_node_selector": true, "parallel_migrations_per_cluster": 5,
+  sample: {"namespace": "kubevirt", "name": "kubevirt", "phase": "Deployed", "version": "v1.6.6",
+           "supports_added_node_selector": true, "parallel_migrations_per_cluster": 5,
            "parallel_outbound_migrations_per_node": 2}
 schedulers:
   description:
@@ -172,6 +185,12 @@ nodes:
     memory_allocatable:
       description: The node's allocatable memory in bytes (V(0) when it reports none).
       type: int
+    ready:
+      description: The node's C(Ready) condition; V(null) when it reports none or its status is C(Unknown).
+      type: bool
+    labels:
+      description: The node's labels.
+      type: dict
     taints:
       description: The node's C(spec.taints) as the API returns them.
       type: list
@@ -196,7 +215,8 @@ nodes:
           is known.
       type: int
   sample: [{"name": "node01", "vmi_count": 3, "cpu_requested": 0.3, "cpu_allocatable": 16.0,
-            "memory_requested": 3489660928, "memory_allocatable": 68719476736, "taints": [],
+            "memory_requested": 3489660928, "memory_allocatable": 68719476736, "ready": true,
+            "labels": {"kubernetes.io/hostname": "node01", "kubevirt.io/schedulable": "true"}, "taints": [],
             "unschedulable": false, "lists_virt_launcher_image": true, "images_reported": 50,
             "image_locality_score": 21}]
 balance:

@@ -266,7 +266,7 @@ def test_figures_equal_an_independent_count(kv, apis, kubeconfig, namespace, wai
     calls = sorted((e["verb"], (e.get("objectRef") or {}).get("resource") or e["requestURI"]) for e in entries)
     assert calls == sorted([("list", "nodes"), ("list", "pods"), ("list", "virtualmachineinstances"),
                             ("list", "virtualmachineinstancemigrations"), ("list", "kubevirts"),
-                            ("list", "deployments"), ("get", "/version/")]), calls
+                            ("list", "deployments"), ("get", "/version")]), calls
 
 
 # kube-scheduler at -v=10 logs, for each pod it scores: "Plugin scored node for pod" pod="ns/name" plugin="X" node="n" score=N

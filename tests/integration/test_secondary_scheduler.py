@@ -167,6 +167,31 @@ def test_converge_idempotent_check_mode_and_absent(run, dyn, core, namespace, cl
     assert not again.failed and again.changed == 0
 
 
+def test_a_new_configuration_keeps_the_previous_one_and_a_rerun_changes_nothing(run, dyn, core, namespace, cleanup):
+    first = run()
+    assert not first.failed, first.failure
+    old_config = config_volume(deployment(dyn, namespace))
+    most = [{"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "MostAllocated"}}}]
+    new = run(plugin_config=most)
+    assert not new.failed and new.changed > 0, new.failure
+    new_config = config_volume(deployment(dyn, namespace))
+    assert config_maps(core, namespace) == sorted([old_config, new_config])  # the rollback ReplicaSet's stays
+
+    versions = resource_versions(dyn, namespace)
+    again = run(plugin_config=most)
+    assert not again.failed, again.failure
+    assert again.changed == 0, [name for name, result in again.results if result.get("changed")]
+    assert config_maps(core, namespace) == sorted([old_config, new_config])
+    assert resource_versions(dyn, namespace) == versions
+
+    # A third configuration: the one before the previous goes.
+    third = run(plugin_config=[{"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "LeastAllocated"}}}])
+    assert not third.failed, third.failure
+    third_config = config_volume(deployment(dyn, namespace))
+    assert third_config not in (old_config, new_config)
+    assert config_maps(core, namespace) == sorted([new_config, third_config])
+
+
 # --- the real kube-scheduler ---------------------------------------------------------
 
 

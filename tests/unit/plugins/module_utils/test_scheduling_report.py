@@ -75,6 +75,21 @@ def test_report_counts_nodes_schedulers_and_balance():
     assert result["kubevirt"]["parallel_migrations_per_cluster"] == 5
 
 
+def test_nodes_carry_readiness_and_labels_and_the_kubevirt_cr_its_identity():
+    ready, not_ready, unknown, silent = node("a"), node("b"), node("c"), node("d", schedulable=False)
+    ready["status"]["conditions"] = [{"type": "MemoryPressure", "status": "False"}, {"type": "Ready", "status": "True"}]
+    not_ready["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    unknown["status"]["conditions"] = [{"type": "Ready", "status": "Unknown"}]
+    cr = {"metadata": {"name": "kv", "namespace": "kubevirt"}, "status": {"phase": "Deployed"}}
+    result = si.report("v1.36.3", Capabilities(), [ready, not_ready, unknown, silent], [], [], [], cr, [])
+    assert [(r["name"], r["ready"]) for r in result["nodes"]] == [("a", True), ("b", False), ("c", None), ("d", None)]
+    assert result["nodes"][0]["labels"] == {"kubevirt.io/schedulable": "true"} and result["nodes"][3]["labels"] == {}
+    assert (result["kubevirt"]["namespace"], result["kubevirt"]["name"], result["kubevirt"]["phase"]) \
+        == ("kubevirt", "kv", "Deployed")
+    none = si.report("v1.36.3", Capabilities(), [], [], [], [], None, [])["kubevirt"]
+    assert (none["namespace"], none["name"], none["phase"]) == (None, None, None)
+
+
 def test_unknown_launcher_image_is_null():
     result = si.report("v1.36.3", Capabilities(), [node("a")], [], [], [], None, [])
     assert result["nodes"][0]["lists_virt_launcher_image"] is None
