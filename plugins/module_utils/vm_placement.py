@@ -371,7 +371,7 @@ class Placement:
                     changes, error = future.result()
                     outcomes.append((vm, changes, error))
         self.result = self.report(vms, outcomes, vmis, live, missing)
-        failed = self.result["failed"]
+        failed = self.result["failures"]
         if failed:
             raise PlacementError("%d VM(s) could not be patched: %s" % (
                 len(failed), "; ".join("%s/%s: %s" % (f["namespace"], f["name"], f["msg"]) for f in failed[:5])))
@@ -402,7 +402,7 @@ class Placement:
             "counts": {"selected": len(vms), "changed": written, "unchanged": len(vms) - len(outcomes),
                        "failed": len(failed)},
             "vms": results, "restart_required": sorted(restart), "live_migration_required": sorted(migrate),
-            "live_updated_fields": live, "missing": missing, "failed": failed,
+            "live_updated_fields": live, "missing": missing, "failures": failed,
         }
         if self.diff:
             result["diff"] = diffs

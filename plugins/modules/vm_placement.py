@@ -249,8 +249,10 @@ missing:
   type: list
   elements: str
   sample: ["db99"]
-failed:
-  description: VMs whose patch failed, with the API's message.
+failures:
+  description:
+    - VMs whose patch failed, with the API's message (the module then fails). Not named C(failed): Ansible reads
+      that key as the task's own outcome.
   returned: always
   type: list
   elements: dict

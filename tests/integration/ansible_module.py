@@ -19,8 +19,10 @@ COLLECTIONS = ROOT / ".build" / "collections"
 
 def module_command(module, kubeconfig, args=None, check=False, diff=False):
     """The command line and environment that run `module` once."""
-    env = dict(os.environ, KUBECONFIG=str(kubeconfig), ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS),
-               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
+    # The environment's collections (the ansible-core matrix points it at a tree of its own), else the checkout's.
+    collections = os.environ.get("ANSIBLE_COLLECTIONS_PATH") or str(COLLECTIONS)
+    env = dict(os.environ, KUBECONFIG=str(kubeconfig), ANSIBLE_COLLECTIONS_PATH=collections,
+               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
                ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
                ANSIBLE_PYTHON_INTERPRETER=sys.executable)
     cmd = [str(BIN / "ansible"), "localhost", "-m", module]

@@ -102,3 +102,15 @@ def test_takes_effect():
     assert vp.takes_effect({"schedulerName": {}}, running, ["nodeSelector"]) == "restart"
     assert vp.takes_effect({"nodeSelector": {}}, running, ["nodeSelector"]) == "live_migration"
     assert vp.takes_effect({"nodeSelector": {}}, running, []) == "restart"
+
+
+def test_the_result_keeps_ansibles_own_keys_free():
+    # Ansible reads a result's `failed` as the task's outcome (and ORs it over loop items: a list there broke
+    # ansible-core 2.16's loops); the VMs whose patch failed are `failures`.
+    engine = vp.Placement(None, params(scheduler_name="s"))
+    ok, broken = vm(), dict(vm(), metadata=dict(vm()["metadata"], name="broken"))
+    result = engine.report([ok, broken], [(ok, {"schedulerName": {"before": None, "after": "s"}}, None),
+                                          (broken, {}, "conflict after 2 retries")], {}, [], [])
+    assert "failed" not in result and result["changed"] is True
+    assert result["failures"] == [{"namespace": "ns", "name": "broken", "msg": "conflict after 2 retries"}]
+    assert result["counts"]["failed"] == 1
