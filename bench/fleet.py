@@ -1,8 +1,9 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """playbooks/site.yml over a fleet against each of its clusters alone (issue 15).
 
-The clusters: the local control plane and those `tests/cluster/fleet.py up` started (make matrix's four
-Kubernetes releases: `tests/cluster/fleet.py up v1.37.2 v1.35.4 v1.34.4+map-beta`). Each run installs into
+The clusters: the local control plane and make matrix's other three Kubernetes releases, which
+`tests/cluster/fleet.py up v1.37.2 v1.35.4 v1.34.4+map-beta` starts (this script starts them when they are not up,
+and stops what it started). Each run installs into
 namespaces of its own with `--vms` halted VMs to opt in (site.yml's variables as bench/site.py uses them): first
 site.yml against each cluster alone, as a single-cluster admin runs it (localhost, KUBECONFIG), then once over all
 of them through an inventory (one host per cluster, forks = clusters), then that fleet run again (nothing to
@@ -70,9 +71,22 @@ def main():
     parser.add_argument("--vms", type=int, default=10)
     parser.add_argument("--kubeconfigs", nargs="*", help="the other clusters' kubeconfigs (default: fleet.py's)")
     args = parser.parse_args()
-    others = args.kubeconfigs or subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "cluster" / "fleet.py"), "kubeconfigs", *FLEET],
-        capture_output=True, text=True, check=True).stdout.split()
+    fleet_py = [sys.executable, str(ROOT / "tests" / "cluster" / "fleet.py")]
+    others = args.kubeconfigs or subprocess.run([*fleet_py, "kubeconfigs", *FLEET], capture_output=True, text=True,
+                                                check=True).stdout.split()
+    started = []
+    if not args.kubeconfigs:
+        started = [spec for spec, kubeconfig in zip(FLEET, others) if not Path(kubeconfig).exists()]
+        if started:
+            subprocess.run([*fleet_py, "up", *started], check=True)
+    try:
+        measure(args, others)
+    finally:
+        if started:
+            subprocess.run([*fleet_py, "down", *started], check=False)
+
+
+def measure(args, others):
     missing = [k for k in others if not Path(k).exists()]
     if missing:
         raise SystemExit(f"no control plane behind {missing}: run tests/cluster/fleet.py up {' '.join(FLEET)}")
