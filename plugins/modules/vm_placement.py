@@ -130,7 +130,7 @@ notes:
   - Needs list on virtualmachines and virtualmachineinstances, get and patch on virtualmachines, in the selected
     namespaces, and list on kubevirts (the rollout strategy; without it the module assumes restarts are needed).
   - A VM whose patch still fails (after retries) does not stop the others; the module fails at the end and lists it
-    in RV(failed).
+    in RV(failures).
   - Talks to the Kubernetes API with the kubernetes.core client, so authentication works as in kubernetes.core
     modules.
 requirements:
@@ -193,7 +193,7 @@ counts:
       type: int
       sample: 0
     failed:
-      description: VMs whose patch failed; listed in RV(failed).
+      description: VMs whose patch failed; listed in RV(failures).
       type: int
       sample: 0
   sample: {"selected": 2000, "changed": 2000, "unchanged": 0, "failed": 0}
@@ -251,8 +251,8 @@ missing:
   sample: ["db99"]
 failures:
   description:
-    - VMs whose patch failed, with the API's message (the module then fails). Not named C(failed): Ansible reads
-      that key as the task's own outcome.
+    - VMs whose patch failed, with the API's message (the module then fails). Not named C(failed), which Ansible
+      reads as the task's own outcome.
   returned: always
   type: list
   elements: dict
