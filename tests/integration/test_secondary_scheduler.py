@@ -192,6 +192,22 @@ def test_a_new_configuration_keeps_the_previous_one_and_a_rerun_changes_nothing(
     assert config_maps(core, namespace) == sorted([new_config, third_config])
 
 
+def test_the_disruption_budget_follows_the_replicas(run, dyn, namespace, cleanup):
+    def budgets():
+        return sorted(name for kind, _ns, name in owned(dyn, namespace) if kind == "PodDisruptionBudget")
+    two = run(replicas=2)
+    assert not two.failed, two.failure
+    assert budgets() == ["kubevirt-scheduler"]
+    one = run(replicas=1)  # minAvailable 1 on one replica would block every drain of its node
+    assert not one.failed and one.changed > 0, one.failure
+    assert budgets() == []
+    again = run(replicas=1)
+    assert not again.failed and again.changed == 0, again.failure
+    back = run(replicas=3)
+    assert not back.failed, back.failure
+    assert budgets() == ["kubevirt-scheduler"]
+
+
 # --- the real kube-scheduler ---------------------------------------------------------
 
 
