@@ -6,8 +6,9 @@ events, Deployments and the server version.
 Private to this collection. Objects come back as the API's JSON (plain dicts, camelCase keys), decoded
 straight from the response (no model objects: 5,000 pods stay cheap); a GET of something that does not
 exist returns None. Kubernetes' own kinds are read by path through the DynamicClient: the typed CoreV1Api and
-AppsV1Api would import every model class they name, 0.7 s of CPU in each module run with kubernetes 37. Lists are paged (``limit`` and ``continue``, PAGE_SIZE items a page) unless the reader
-is made with ``page_size=None``, which reads each list in one call. Errors propagate as ApiException;
+AppsV1Api would import every model class they name, 0.7 s of CPU in each module run with kubernetes 37. Lists
+are paged (``limit`` and ``continue``, PAGE_SIZE items a page) unless the reader is made with
+``page_size=None``, which reads each list in one call. Errors propagate as ApiException;
 module_utils/api_errors.py says what a module makes of them.
 """
 
@@ -158,7 +159,6 @@ class ClusterReader:
         events.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or
                     (e.get("metadata") or {}).get("creationTimestamp") or "")
         return events
-
 
     # --- the one write to a Kubernetes kind ---------------------------------------------------------------
 
