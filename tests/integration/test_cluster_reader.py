@@ -62,7 +62,8 @@ def test_the_reader_imports_no_typed_core_api(kubeconfig):
              "from kubernetes import config, dynamic\n"
              "from ansible_collections.vmsched.kubevirt.plugins.module_utils.module_runner import ClusterReader\n"
              "read = ClusterReader(dynamic.DynamicClient(config.new_client_from_config(sys.argv[1])))\n"
-             "assert read.nodes() and read.active_pods() and read.deployments() and read.namespace('default')\n"
+             "assert read.nodes() and read.namespace('default')\n"
+             "read.active_pods(), read.deployments()  # a fresh cluster may have none of these\n"
              "print(sorted(m for m in sys.modules if m.endswith(('core_v1_api', 'apps_v1_api'))))\n")
     env = dict(os.environ, PYTHONPATH=os.environ["ANSIBLE_COLLECTIONS_PATH"])
     out = subprocess.run([sys.executable, "-c", probe, str(kubeconfig)], capture_output=True, text=True, env=env,
