@@ -13,6 +13,7 @@ __metaclass__ = type
 import math
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils import node_fit
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.versions import VersionError, parse_kube_version
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
     FINAL_PHASES,
     MANAGED_BY_LABEL,
@@ -28,10 +29,11 @@ SECONDARY_SCHEDULER_MANAGED_BY = "vmsched.kubevirt.secondary_scheduler"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 LAUNCHER_LABEL = ("kubevirt.io", "virt-launcher")
 
-# kube-scheduler's ImageLocality score, as pkg/scheduler/framework/plugins/imagelocality/image_locality.go of
-# Kubernetes v1.36.3 computes it: per image of the pod's init containers, containers and image volumes that the node
-# lists, size x (nodes listing it / all nodes); the sum clamped between 23 MiB and 1000 MiB x (init containers +
-# containers), scaled to 0..100 in integers. Older releases counted fewer of the pod's images.
+# kube-scheduler's ImageLocality score, as pkg/scheduler/framework/plugins/imagelocality/image_locality.go
+# computes it: per image of the pod the node lists, size x (nodes listing it / all nodes); the sum clamped between
+# 23 MiB and 1000 MiB x the pod's image count, scaled to 0..100 in integers. Which images count depends on the
+# release: the init containers' and containers' always, the image volumes' from 1.36 in the sum only, from 1.37
+# in the sum and in the count (image_volume_rules).
 MIB = 1024 * 1024
 IMAGE_LOCALITY_MIN = 23 * MIB
 IMAGE_LOCALITY_MAX_PER_CONTAINER = 1000 * MIB
@@ -124,14 +126,29 @@ def image_states(nodes):
     return states
 
 
-def pod_images(pod):
-    """The image references ImageLocality counts for a pod, and the number of containers that scales its score."""
+def image_volume_rules(server_version):
+    """How the server's ImageLocality counts a pod's image volumes: (in the sum, in the image count).
+
+    Kubernetes 1.34 and 1.35 ignore them, 1.36 adds their sizes to the sum, 1.37 also counts them (the
+    maximum grows with them): image_locality.go at v1.35.4, v1.36.3 and v1.37.2."""
+    try:
+        minor = parse_kube_version(server_version).minor
+    except VersionError:  # a server that reports no release (v0.0.0, unstamped): the newest rules
+        minor = 37
+    return minor >= 36, minor >= 37
+
+
+def pod_images(pod, server_version):
+    """The image references ImageLocality sums for a pod on this server, and the image count that scales its
+    score."""
     spec = _spec(pod)
+    in_sum, in_count = image_volume_rules(server_version)
     containers = list(spec.get("initContainers") or []) + list(spec.get("containers") or [])
     refs = [c.get("image") for c in containers if c.get("image")]
-    refs += [(v.get("image") or {}).get("reference") for v in spec.get("volumes") or []
-             if (v.get("image") or {}).get("reference")]
-    return [normalized_image_name(r) for r in refs], len(containers)
+    volumes = [(v.get("image") or {}).get("reference") for v in spec.get("volumes") or [] if v.get("image")]
+    if in_sum:
+        refs += [r for r in volumes if r]
+    return [normalized_image_name(r) for r in refs], len(containers) + (len(volumes) if in_count else 0)
 
 
 def image_locality_score(refs, num_containers, node_name, states, total_nodes):
@@ -180,8 +197,8 @@ def _advice(difference, listing, not_listing, at_cap, image):
     return " ".join(lines)
 
 
-def image_locality_exposure(nodes, pods, images, vm_nodes):
-    """Whether ImageLocality favours some of the nodes VMs run on (vm_nodes, names): which of them list a launcher
+def image_locality_exposure(server_version, nodes, pods, images, vm_nodes):
+    """Whether ImageLocality (the server's release of it) favours some of the nodes VMs run on (vm_nodes, names): which of them list a launcher
     image, which report the kubelet's default cap of images, the score the reference launcher pod gets for the
     launcher image on nodes listing it and on the others, and the advice. Returns (summary, {node: score}), the
     score being the reference pod's whole ImageLocality score on each node."""
@@ -197,7 +214,7 @@ def image_locality_exposure(nodes, pods, images, vm_nodes):
         return summary, {}
     summary["reference_pod"] = _key(pod) if _meta(pod).get("name") else None
     states = image_states(nodes)
-    refs, num_containers = pod_images(pod)
+    refs, num_containers = pod_images(pod, server_version)
     scores = {name: image_locality_score(refs, num_containers, name, states, len(reported)) for name in reported}
     listed = set()
     for image in images:
@@ -334,7 +351,8 @@ def report(server_version, capabilities, nodes, pods, vmis, vmims, kubevirt_cr, 
     """The whole result from the lists (plain dicts as the API returns them)."""
     images = launcher_images(kubevirt_cr, pods)
     rows = summarize_nodes(nodes, pods, vmis, images)
-    exposure, scores = image_locality_exposure(nodes, pods, images, [r["name"] for r in vm_node_rows(rows, nodes)])
+    vm_nodes = [r["name"] for r in vm_node_rows(rows, nodes)]
+    exposure, scores = image_locality_exposure(server_version, nodes, pods, images, vm_nodes)
     for row in rows:
         row["image_locality_score"] = scores.get(row["name"])
     return {

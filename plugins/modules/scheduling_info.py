@@ -39,9 +39,10 @@ description:
     node holds is listed on some nodes and not on others. kube-scheduler's ImageLocality score (default profile,
     weight 1) then favours the nodes listing it. The report says which of the nodes that can take VMs list it, which
     report exactly 50 images, and the ImageLocality score a virt-launcher pod gets on each node, computed as
-    kube-scheduler v1.36 computes it (images of init containers, containers and image volumes; size times the share
-    of all nodes listing the image; clamped between 23 MiB and 1000 MiB per container; scaled to 0..100), for the
-    newest running virt-launcher pod, or for KubeVirt's smallest launcher pod when none runs.
+    the server's kube-scheduler release computes it (images of init containers and containers, and of image volumes
+    from 1.36; size times the share of all nodes listing the image; clamped between 23 MiB and 1000 MiB per image
+    counted, image volumes counted from 1.37; scaled to 0..100), for the newest running virt-launcher pod, or for
+    KubeVirt's smallest launcher pod when none runs.
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - vmsched.kubevirt.attributes

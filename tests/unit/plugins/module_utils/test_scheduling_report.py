@@ -173,7 +173,7 @@ def test_image_locality_score_agrees_with_kube_scheduler(containers, init, volum
     nodes = [status_node("node%d" % (i + 1), UPSTREAM_NODES[key]) for i, key in enumerate(node_images)]
     pod = {"spec": {"containers": [{"image": i} for i in containers], "initContainers": [{"image": i} for i in init],
                     "volumes": [{"name": "v", "image": {"reference": r}} for r in volumes]}}
-    refs, count = si.pod_images(pod)
+    refs, count = si.pod_images(pod, "v1.36.3")
     states = si.image_states(nodes)
     assert [si.image_locality_score(refs, count, n["metadata"]["name"], states, len(nodes)) for n in nodes] == expected
 
@@ -181,8 +181,24 @@ def test_image_locality_score_agrees_with_kube_scheduler(containers, init, volum
 def test_pod_images_normalize_like_the_scheduler():
     pod = {"spec": {"initContainers": [{"image": "reg:5000/a"}], "containers": [{"image": "b:v1"}, {"image": "c@sha256:x"}],
                     "volumes": [{"name": "v", "image": {"reference": "d"}}, {"name": "e", "emptyDir": {}}]}}
-    assert si.pod_images(pod) == (["reg:5000/a:latest", "b:v1", "c@sha256:x", "d:latest"], 3)
+    assert si.pod_images(pod, "v1.36.3") == (["reg:5000/a:latest", "b:v1", "c@sha256:x", "d:latest"], 3)
 
+
+
+# The upstream case "pod with ImageVolume" (pod gcr.io/30, image volume gcr.io/300) in each release's
+# image_locality_test.go: 1.35.4 has no image volumes in ImageLocality, 1.36.3 expects 12, 1.37.2 expects 6
+# (the volume widens the maximum). An unstamped server (v0.0.0) gets the newest rules.
+@pytest.mark.parametrize("server_version, expected", [
+    ("v1.34.4", [0, 0]), ("v1.35.4", [0, 0]), ("v1.36.3", [12, 0]), ("v1.37.2", [6, 0]), ("v1.37.2+k3s1", [6, 0]),
+    ("v0.0.0", [6, 0]),
+])
+def test_image_volumes_count_as_the_servers_release_counts_them(server_version, expected):
+    nodes = [status_node("node1", UPSTREAM_NODES["300600900"]), status_node("node2", UPSTREAM_NODES["400030"])]
+    pod = {"spec": {"containers": [{"image": "gcr.io/30"}],
+                    "volumes": [{"name": "imageVolume", "image": {"reference": "gcr.io/300"}}]}}
+    refs, count = si.pod_images(pod, server_version)
+    states = si.image_states(nodes)
+    assert [si.image_locality_score(refs, count, n["metadata"]["name"], states, len(nodes)) for n in nodes] == expected
 
 def launcher_pod(name, created, node_name="a", init=True, disk=True):
     """A virt-launcher pod as KubeVirt v1.9.0 makes it for a VM with a containerDisk."""
