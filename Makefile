@@ -161,9 +161,9 @@ kubevirt-run: venv
 # (tests/cluster/fleet.py: state in .cluster-k8s-<release>/, `+map-beta` serves MutatingAdmissionPolicy's
 # beta API), brought down afterwards whatever the outcome (tests/integration/test_fleet.py).
 FLEET ?= v1.34.4+map-beta
-MATRIX_FLEET := v1.37.2 v1.35.4 v1.34.4+map-beta
+MATRIX_FLEET := v1.36.3 v1.35.4 v1.34.4+map-beta
 # scheduler_image's build mode, on two of them: the binary it builds must report that release.
-MATRIX_BUILDS := v1.37.2 v1.34.4
+MATRIX_BUILDS := v1.36.3 v1.34.4
 FLEET_PY = PATH=$(BIN):$$PATH $(BIN)/python tests/cluster/fleet.py
 
 .PHONY: fleet

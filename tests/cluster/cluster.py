@@ -1,7 +1,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The local control plane: real Kubernetes components, KWOK nodes, real KubeVirt control plane.
 
-    cluster.py up [--kubevirt v1.9.0] [--kubernetes v1.36.3] [--mutating-admission-policy-beta]
+    cluster.py up [--kubevirt v1.9.0] [--kubernetes v1.37.2] [--mutating-admission-policy-beta]
                                         start (or reuse) the cluster, print its kubeconfig
     cluster.py down                     stop it and remove its state directory
     cluster.py restart-apiserver        stop and start kube-apiserver (clients must survive it)

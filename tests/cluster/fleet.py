@@ -1,9 +1,9 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Local control planes of other Kubernetes releases, beside the default one: a fleet for site.yml.
 
-    fleet.py up v1.37.2 v1.35.4 v1.34.4+map-beta     start (or reuse) one control plane per release
-    fleet.py kubeconfigs v1.37.2 v1.34.4+map-beta    print their kubeconfigs, space-separated
-    fleet.py down v1.37.2 v1.35.4 v1.34.4+map-beta   stop them
+    fleet.py up v1.36.3 v1.35.4 v1.34.4+map-beta     start (or reuse) one control plane per release
+    fleet.py kubeconfigs v1.36.3 v1.34.4+map-beta    print their kubeconfigs, space-separated
+    fleet.py down v1.36.3 v1.35.4 v1.34.4+map-beta   stop them
 
 A release is one of versions.env's KUBERNETES_VERSIONS; `+map-beta` serves MutatingAdmissionPolicy's beta API
 (1.34, 1.35). Each runs through cluster.py with its state in .cluster-k8s-<release>/ and its ports moved by an

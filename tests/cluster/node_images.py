@@ -2,7 +2,7 @@
 """What a node's kubelet reports in `status.images`: the images its runtime holds, largest first, cut at
 `nodeStatusMaxImages`.
 
-The kubelet's way (Kubernetes v1.36.3, the local control plane's version):
+The kubelet's way (Kubernetes v1.36.3 and v1.37.2 alike):
 - pkg/kubelet/nodestatus/setters.go `Images()`: the image list comes sorted, is cut to the first
   `nodeStatusMaxImages` entries unless that is -1, and each entry's names are its repo digests, then its repo
   tags, at most 5 (`MaxNamesPerImageInNodeStatus`);

@@ -28,6 +28,7 @@ from kubernetes import client
 from ansible_collections.vmsched.kubevirt.plugins.filter.descheduler_policy import FilterModule
 
 from .playbook import run_playbook
+from .releases import DESCHEDULER
 from .ports import free_port
 from .audit import Audit
 from .local_scheduler import token_kubeconfig
@@ -128,7 +129,7 @@ def test_converge_idempotent_check_mode_mode_switch_and_absent(run, dyn, core, n
     assert dep["spec"]["strategy"] == {"type": "Recreate"}
     pod_spec = dep["spec"]["template"]["spec"]
     container = pod_spec["containers"][0]
-    assert container["image"] == f"registry.k8s.io/descheduler/descheduler:v0.{MINOR}.0"
+    assert container["image"] == f"registry.k8s.io/descheduler/descheduler:{DESCHEDULER[MINOR]}"
     assert container["args"] == [
         "--policy-config-file=/policy-dir/policy.yaml", "--descheduling-interval=5m", "--bind-address=0.0.0.0",
         "--secure-port=10258", "--feature-gates=EvictionsInBackground=true", "--v=3"]
@@ -300,7 +301,7 @@ def test_opt_in_vms(run, api_client, namespace, cleanup):
 # collection's gobuild.py, cached by version like the control plane's binaries) and run
 # here with the policy and the arguments the role applied, as the role's ServiceAccount.
 
-DESCHEDULER_VERSION = f"v0.{MINOR}.0"
+DESCHEDULER_VERSION = DESCHEDULER[MINOR]
 TEST_LABEL = "vmsched.kubevirt.io/test-descheduler"
 EVICT = "descheduler.alpha.kubernetes.io/evict"
 

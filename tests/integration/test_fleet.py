@@ -22,6 +22,7 @@ from .conftest import wait_for
 from .local_scheduler import RealScheduler, build, token_kubeconfig
 from .playbook import ROOT, run_playbook
 from .registry import Buildah, LocalRegistry
+from .releases import DESCHEDULER
 from .vms import GROUP, VERSION, vm_manifest
 
 pytestmark = pytest.mark.fleet
@@ -30,8 +31,6 @@ SITE = ROOT / "playbooks" / "site.yml"
 TEARDOWN = ROOT / "playbooks" / "teardown.yml"
 OTHERS = [Path(p) for p in os.environ.get("VMSCHED_FLEET_KUBECONFIGS", "").split()]
 SCHEDULER = "kubevirt-scheduler"
-# Where each minor's descheduler comes from (plugins/module_utils/versions.py; 1.37: the release one minor behind).
-DESCHEDULER = {34: "v0.34.0", 35: "v0.35.1", 36: "v0.36.0", 37: "v0.36.0"}
 
 
 def answers(ns, registry):

@@ -3,9 +3,9 @@
 
 The source registry stands in for registry.k8s.io: it is seeded with an image of
 the control plane's own kube-scheduler binary at the path and tag registry.k8s.io
-uses (kube-scheduler:v1.36.3), and with a fake scheduler-plugins image
-(scheduler-plugins/kube-scheduler:v0.35.7): Kubernetes 1.36 has no
-scheduler-plugins release, so that flavor is exercised with a 1.35 override.
+uses (kube-scheduler:<its release>), and with a fake scheduler-plugins image
+(scheduler-plugins/kube-scheduler:v0.35.7): scheduler-plugins has no release for
+Kubernetes 1.36 or 1.37, so that flavor is exercised with version overrides.
 Every test that must push nothing compares the target registry's repositories
 and tags before and after.
 """
@@ -28,7 +28,7 @@ PLAYBOOK = ROOT / "tests" / "integration" / "playbooks" / "scheduler_image.yml"
 sys.path.insert(0, str(ROOT / "tests" / "cluster"))
 import build  # noqa: E402  pylint: disable=wrong-import-position
 
-K8S = build.read_versions()["KUBERNETES_VERSION"]  # the local control plane's version, v1.36.3
+K8S = build.read_versions()["KUBERNETES_VERSION"]  # the local control plane's version
 PLUGINS_OVERRIDE = "v1.35.2"  # a minor that has a scheduler-plugins release
 PLUGINS_TAG = "v0.35.7"  # plugins/module_utils/versions.py: SCHEDULER_PLUGINS_RELEASES[35]
 USERS = {"ci": "s3cret-pw"}
@@ -91,9 +91,11 @@ def test_resolve_pins_the_image_to_its_digest(run, source_registry):
     assert result.changed == 0
 
 
-def test_scheduler_plugins_one_minor_behind_the_server_is_chosen_with_a_warning(run, source_registry):
-    # The server runs 1.36; scheduler-plugins' newest release is for 1.35, within the version-skew policy.
-    result = run(mode="resolve", flavor="scheduler-plugins", **source_vars(source_registry))
+def test_scheduler_plugins_one_minor_behind_the_version_is_chosen_with_a_warning(run, source_registry):
+    # For 1.36 scheduler-plugins' newest release is for 1.35, within the version-skew policy (the version given:
+    # the local control plane may run a release two minors ahead, refused below).
+    result = run(mode="resolve", flavor="scheduler-plugins", kubernetes_version="v1.36.3",
+                 **source_vars(source_registry))
     assert not result.failed, result
     assert result.ref.startswith(f"{source_registry.host}/scheduler-plugins/kube-scheduler:{PLUGINS_TAG}@sha256:")
     assert any(f"scheduler-plugins has no release for Kubernetes 1.36 yet: using {PLUGINS_TAG}" in message
