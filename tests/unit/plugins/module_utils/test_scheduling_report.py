@@ -184,7 +184,6 @@ def test_pod_images_normalize_like_the_scheduler():
     assert si.pod_images(pod, "v1.36.3") == (["reg:5000/a:latest", "b:v1", "c@sha256:x", "d:latest"], 3)
 
 
-
 # The upstream case "pod with ImageVolume" (pod gcr.io/30, image volume gcr.io/300) in each release's
 # image_locality_test.go: 1.35.4 has no image volumes in ImageLocality, 1.36.3 expects 12, 1.37.2 expects 6
 # (the volume widens the maximum). An unstamped server (v0.0.0) gets the newest rules.
@@ -199,6 +198,7 @@ def test_image_volumes_count_as_the_servers_release_counts_them(server_version, 
     refs, count = si.pod_images(pod, server_version)
     states = si.image_states(nodes)
     assert [si.image_locality_score(refs, count, n["metadata"]["name"], states, len(nodes)) for n in nodes] == expected
+
 
 def launcher_pod(name, created, node_name="a", init=True, disk=True):
     """A virt-launcher pod as KubeVirt v1.9.0 makes it for a VM with a containerDisk."""
