@@ -46,7 +46,7 @@ from processes import Background  # noqa: E402  pylint: disable=wrong-import-pos
 # Set VMSCHED_PORT_OFFSET to run a second local control plane beside the first
 # (a CI run in another clone, another KubeVirt release): every port moves by the offset.
 PORT_OFFSET = int(os.environ.get("VMSCHED_PORT_OFFSET", "0"))
-KUBEVIRT_PORT = 32448 + PORT_OFFSET      # virt-api; virt-controller on the next port
+KUBEVIRT_PORT = 20448 + PORT_OFFSET      # virt-api; virt-controller on the next port
 
 
 def log(msg):
