@@ -13,7 +13,6 @@ __metaclass__ = type
 import math
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils import node_fit
-from ansible_collections.vmsched.kubevirt.plugins.module_utils.versions import VersionError, parse_kube_version
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
     FINAL_PHASES,
     MANAGED_BY_LABEL,
@@ -23,6 +22,7 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
     migration_nodes,
     phase,
 )
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.versions import VersionError, parse_kube_version
 
 DEFAULT_SCHEDULER = "default-scheduler"
 SECONDARY_SCHEDULER_MANAGED_BY = "vmsched.kubevirt.secondary_scheduler"
@@ -198,9 +198,9 @@ def _advice(difference, listing, not_listing, at_cap, image):
 
 
 def image_locality_exposure(server_version, nodes, pods, images, vm_nodes):
-    """Whether ImageLocality (the server's release of it) favours some of the nodes VMs run on (vm_nodes, names): which of them list a launcher
-    image, which report the kubelet's default cap of images, the score the reference launcher pod gets for the
-    launcher image on nodes listing it and on the others, and the advice. Returns (summary, {node: score}), the
+    """Whether ImageLocality (the server's release of it) favours some of the nodes VMs run on (vm_nodes, names):
+    which of them list a launcher image, which report the kubelet's default cap of images, the score the reference
+    launcher pod gets for the launcher image on nodes listing it and on the others, and the advice. Returns (summary, {node: score}), the
     score being the reference pod's whole ImageLocality score on each node."""
     images = set(normalized_image_name(i) for i in images or [])
     reported = {_meta(n).get("name"): len(_status(n).get("images") or []) for n in nodes or []}
