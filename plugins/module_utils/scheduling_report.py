@@ -134,7 +134,7 @@ def image_volume_rules(server_version):
     try:
         minor = parse_kube_version(server_version).minor
     except VersionError:  # a server that reports no release (v0.0.0, unstamped): the newest rules
-        minor = 37
+        return True, True
     return minor >= 36, minor >= 37
 
 

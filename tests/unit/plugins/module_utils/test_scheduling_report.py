@@ -159,6 +159,16 @@ UPSTREAM_NODES = {
 }
 
 
+def upstream_scores(containers, init, volumes, node_images, server_version):
+    """The scores of a pod of these images on nodes shaped like upstream's test nodes (node1, node2, ...)."""
+    nodes = [status_node("node%d" % (i + 1), UPSTREAM_NODES[key]) for i, key in enumerate(node_images)]
+    pod = {"spec": {"containers": [{"image": i} for i in containers], "initContainers": [{"image": i} for i in init],
+                    "volumes": [{"name": "v", "image": {"reference": r}} for r in volumes]}}
+    refs, count = si.pod_images(pod, server_version)
+    states = si.image_states(nodes)
+    return [si.image_locality_score(refs, count, n["metadata"]["name"], states, len(nodes)) for n in nodes]
+
+
 @pytest.mark.parametrize("containers, init, volumes, node_images, expected", [
     (["gcr.io/40", "gcr.io/250"], [], [], ["403002000", "25010"], [0, 5]),
     (["gcr.io/40", "gcr.io/300"], [], [], ["403002000", "25010"], [7, 0]),
@@ -170,12 +180,7 @@ UPSTREAM_NODES = {
     (["gcr.io/30"], ["gcr.io/300"], [], ["403002000", "203040"], [6, 0]),    # an init container counts, and widens
 ])
 def test_image_locality_score_agrees_with_kube_scheduler(containers, init, volumes, node_images, expected):
-    nodes = [status_node("node%d" % (i + 1), UPSTREAM_NODES[key]) for i, key in enumerate(node_images)]
-    pod = {"spec": {"containers": [{"image": i} for i in containers], "initContainers": [{"image": i} for i in init],
-                    "volumes": [{"name": "v", "image": {"reference": r}} for r in volumes]}}
-    refs, count = si.pod_images(pod, "v1.36.3")
-    states = si.image_states(nodes)
-    assert [si.image_locality_score(refs, count, n["metadata"]["name"], states, len(nodes)) for n in nodes] == expected
+    assert upstream_scores(containers, init, volumes, node_images, "v1.36.3") == expected
 
 
 def test_pod_images_normalize_like_the_scheduler():
@@ -192,12 +197,7 @@ def test_pod_images_normalize_like_the_scheduler():
     ("v0.0.0", [6, 0]),
 ])
 def test_image_volumes_count_as_the_servers_release_counts_them(server_version, expected):
-    nodes = [status_node("node1", UPSTREAM_NODES["300600900"]), status_node("node2", UPSTREAM_NODES["400030"])]
-    pod = {"spec": {"containers": [{"image": "gcr.io/30"}],
-                    "volumes": [{"name": "imageVolume", "image": {"reference": "gcr.io/300"}}]}}
-    refs, count = si.pod_images(pod, server_version)
-    states = si.image_states(nodes)
-    assert [si.image_locality_score(refs, count, n["metadata"]["name"], states, len(nodes)) for n in nodes] == expected
+    assert upstream_scores(["gcr.io/30"], [], ["gcr.io/300"], ["300600900", "400030"], server_version) == expected
 
 
 def launcher_pod(name, created, node_name="a", init=True, disk=True):
