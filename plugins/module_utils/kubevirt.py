@@ -196,15 +196,86 @@ def rollout_strategy(cr):
     return default, "the default of KubeVirt %s" % observed
 
 
-def detect_live_updated_fields(reader, warn):
-    """The managed VM template fields KubeVirt copies to a running VMI on this cluster:
-    - nodeSelector, affinity and tolerations under vmRolloutStrategy LiveUpdate (explicit, or the default from
-      1.6; pkg/virt-controller/watch/vm/vm.go handleAffinityChangeRequest, handleTolerationsChangeRequest);
-    - the descheduler's evict annotation from 1.6, whatever the strategy (vm.go syncVMAnnotationsToVMI, then
-      the VMI controller to the launcher pod).
-    No CR, or one the user may not read (warned): none, conservatively."""
-    cr = _read_kubevirt_cr(reader, warn, ": assuming every change needs a restart")
-    if cr is _UNREADABLE or cr is None:
+# What KubeVirt does with an eviction of a VM's launcher pod, by the VMI's effective eviction strategy
+# (pkg/virt-api/webhooks/validating-webhook/admitters/pod-eviction-admitter.go admitLauncherPod, the same in 1.5.3,
+# 1.6.6 and 1.9.0): LiveMigrate denies the eviction and marks the VMI for evacuation (a live migration), or denies
+# it outright when the VMI is not live-migratable; LiveMigrateIfPossible migrates a migratable VMI and lets the
+# eviction through otherwise; External denies it and marks the VMI for an outside controller; None (and no
+# strategy) lets the eviction through: the launcher pod goes, the VM stops and its run strategy restarts it.
+EVICTION_STRATEGIES = ("None", "LiveMigrate", "LiveMigrateIfPossible", "External")
+# KubeVirt's own default when neither the VMI nor the KubeVirt CR sets one: None in 1.5.3, 1.6.6 and 1.9.0
+# (pkg/virt-config/configuration.go, defaultEvictionStrategy).
+DEFAULT_EVICTION_STRATEGY = "None"
+
+
+def cluster_eviction_strategy(cr):
+    """(strategy, where it comes from) of the cluster: the KubeVirt CR's spec.configuration.evictionStrategy, else
+    KubeVirt's default. An unreadable CR (cr is None) counts as the default: the safe assumption."""
+    configured = (((cr or {}).get("spec") or {}).get("configuration") or {}).get("evictionStrategy")
+    if configured:
+        return configured, "the KubeVirt CR's spec.configuration.evictionStrategy"
+    return DEFAULT_EVICTION_STRATEGY, "KubeVirt's default (the KubeVirt CR sets none)"
+
+
+def effective_eviction_strategy(spec, cluster):
+    """(strategy, source) for a VMI spec or a VM template's spec: its own evictionStrategy, else the cluster's
+    (migrations.VMIEvictionStrategy). `cluster` is cluster_eviction_strategy's pair."""
+    own = (spec or {}).get("evictionStrategy")
+    if own:
+        return own, "its own evictionStrategy"
+    return cluster
+
+
+def eviction_outcome(strategy, migratable):
+    """What an eviction of the launcher pod does: migrate, blocked (refused, nothing moves), external (marked for an
+    outside controller) or restart. `migratable`: the VMI's LiveMigratable condition (None when no VMI runs: the
+    strategy alone decides, and KubeVirt checks again when the VM runs)."""
+    if strategy == "LiveMigrate":
+        return "blocked" if migratable is False else "migrate"
+    if strategy == "LiveMigrateIfPossible":
+        return "restart" if migratable is False else "migrate"
+    if strategy == "External":
+        return "external"
+    return "restart"
+
+
+def eviction_verdict(strategy, source, migratable, why=None):
+    """eviction_outcome with the strategy, where it comes from, `migratable`, and a reason an admin can act on when
+    the outcome is not a migration (restart or blocked)."""
+    outcome = eviction_outcome(strategy, migratable)
+    verdict = {"outcome": outcome, "strategy": strategy, "source": source, "migratable": migratable}
+    if outcome == "restart" and migratable is False:
+        verdict["reason"] = ("evictionStrategy %s (%s) lets the eviction through because the VMI is not "
+                             "live-migratable (%s): KubeVirt would restart the VM" % (strategy, source, why))
+    elif outcome == "restart":
+        verdict["reason"] = ("evictionStrategy %s (%s): an eviction deletes the launcher pod and the VM restarts "
+                             "instead of migrating; set spec.template.spec.evictionStrategy: LiveMigrate on the VM "
+                             "(unsafe_eviction=set_live_migrate does, effective at its next restart) or the KubeVirt "
+                             "CR's spec.configuration.evictionStrategy: LiveMigrate" % (strategy, source))
+    elif outcome == "blocked":
+        verdict["reason"] = ("the VMI is not live-migratable (%s): under evictionStrategy LiveMigrate every eviction "
+                             "is refused and the VM never moves; LiveMigrateIfPossible would restart it instead"
+                             % why)
+    return verdict
+
+
+def live_migratable(vmi):
+    """The VMI's LiveMigratable condition: (True/False, KubeVirt's reason), (None, None) when it has none."""
+    cond = condition(vmi, "LiveMigratable")
+    if cond is None:
+        return None, None
+    return cond.get("status") == "True", cond.get("message") or cond.get("reason")
+
+
+def read_kubevirt_cr(reader, warn, consequence):
+    """The KubeVirt CR, or None when there is none or the user may not read it (warned, with the consequence)."""
+    cr = _read_kubevirt_cr(reader, warn, consequence)
+    return None if cr is _UNREADABLE else cr
+
+
+def live_updated_fields(cr):
+    """detect_live_updated_fields for a CR already read (None: none, conservatively)."""
+    if cr is None:
         return []
     strategy, _source = rollout_strategy(cr)
     fields = list(LIVE_UPDATE_FIELDS) if strategy == "LiveUpdate" else []
@@ -214,6 +285,16 @@ def detect_live_updated_fields(reader, warn):
     except VersionError:
         pass
     return fields
+
+
+def detect_live_updated_fields(reader, warn):
+    """The managed VM template fields KubeVirt copies to a running VMI on this cluster:
+    - nodeSelector, affinity and tolerations under vmRolloutStrategy LiveUpdate (explicit, or the default from
+      1.6; pkg/virt-controller/watch/vm/vm.go handleAffinityChangeRequest, handleTolerationsChangeRequest);
+    - the descheduler's evict annotation from 1.6, whatever the strategy (vm.go syncVMAnnotationsToVMI, then
+      the VMI controller to the launcher pod).
+    No CR, or one the user may not read (warned): none, conservatively."""
+    return live_updated_fields(read_kubevirt_cr(reader, warn, ": assuming every change needs a restart"))
 
 
 def added_node_selector_minimum():

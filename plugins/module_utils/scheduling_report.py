@@ -13,12 +13,18 @@ __metaclass__ = type
 import math
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils import node_fit
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.descheduler_policy import EVICT_ANNOTATION
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
+    CREATED_BY_LABEL,
     FINAL_PHASES,
     MANAGED_BY_LABEL,
     SCHEDULABLE_LABEL,
+    cluster_eviction_strategy,
     detect_capabilities,
+    effective_eviction_strategy,
+    eviction_verdict,
     is_final,
+    live_migratable,
     migration_nodes,
     phase,
 )
@@ -347,6 +353,32 @@ def summarize_migrations(vmims, vmis=None, pods=None):
     return result
 
 
+def eviction_at_risk(vmis, pods, kubevirt_cr):
+    """Running VMIs opted in to eviction (the evict annotation on the VMI or on its launcher pod, which is what the
+    descheduler reads) whose eviction would restart them or never move them, with the reason (kubevirt.eviction_verdict).
+    A KubeVirt CR that could not be read counts as KubeVirt's default strategy, None."""
+    cluster = cluster_eviction_strategy(kubevirt_cr)
+    launchers = {}
+    for pod in pods or []:
+        uid = (_meta(pod).get("labels") or {}).get(CREATED_BY_LABEL)
+        if uid and _is_launcher(pod):
+            launchers.setdefault(uid, []).append(pod)
+    risky = []
+    for vmi in active_vmis(vmis):
+        opted = [(_meta(o).get("annotations") or {}).get(EVICT_ANNOTATION) == "true"
+                 for o in [vmi] + launchers.get(_meta(vmi).get("uid"), [])]
+        if not any(opted):
+            continue
+        strategy, source = effective_eviction_strategy(_spec(vmi), cluster)
+        migratable, why = live_migratable(vmi)
+        verdict = eviction_verdict(strategy, source, migratable, why)
+        if verdict["outcome"] in ("restart", "blocked"):
+            risky.append({"namespace": _meta(vmi).get("namespace"), "name": _meta(vmi).get("name"),
+                          "node": _status(vmi).get("nodeName"), "outcome": verdict["outcome"],
+                          "strategy": strategy, "reason": verdict["reason"]})
+    return sorted(risky, key=lambda r: (r["namespace"], r["name"]))
+
+
 def report(server_version, capabilities, nodes, pods, vmis, vmims, kubevirt_cr, deployments):
     """The whole result from the lists (plain dicts as the API returns them)."""
     images = launcher_images(kubevirt_cr, pods)
@@ -372,6 +404,7 @@ def report(server_version, capabilities, nodes, pods, vmis, vmims, kubevirt_cr, 
         "image_locality": exposure,
         "vmis_on_default_scheduler": sorted(_key(v) for v in active_vmis(vmis) if scheduler_of(v) == DEFAULT_SCHEDULER),
         "migrations_in_flight": summarize_migrations(vmims, vmis, pods),
+        "eviction_at_risk": eviction_at_risk(vmis, pods, kubevirt_cr),
     }
 
 

@@ -30,13 +30,24 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
     GROUP,
     VERSION,
     VMS,
+    cluster_eviction_strategy,
     condition,
-    detect_live_updated_fields,
+    effective_eviction_strategy,
+    live_migratable,
+    live_updated_fields,
     phase,
+    read_kubevirt_cr,
+)
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
+    eviction_verdict as kubevirt_eviction_verdict,
 )
 
 PREVIOUS_ANNOTATION = "vmsched.kubevirt.io/placement-previous"
-FIELDS = ("schedulerName", "evict", "nodeSelector", "tolerations", "affinity")
+FIELDS = ("schedulerName", "evict", "nodeSelector", "tolerations", "affinity", "evictionStrategy")
+# Fields restored whole by state=absent (nodeSelector keys and tolerations are restored one by one).
+WHOLE_FIELDS = ("schedulerName", "evict", "affinity", "evictionStrategy")
+# What vm_placement does with a VM whose eviction would not become a live migration (see eviction_verdict).
+UNSAFE_EVICTION = ("refuse", "skip", "set_live_migrate", "allow")
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
@@ -78,6 +89,8 @@ def validate(params):
     if params.get("state") == "present" and all(s is None for s in settings):
         errors.append("state=present needs at least one of scheduler_name, descheduler_evict, node_selector, "
                       "tolerations, affinity")
+    if params.get("unsafe_eviction", "refuse") not in UNSAFE_EVICTION:
+        errors.append("unsafe_eviction must be one of %s" % ", ".join(UNSAFE_EVICTION))
     name = params.get("scheduler_name")
     if name is not None and (len(name) > 253 or not _DNS_SUBDOMAIN.match(name)):
         errors.append("scheduler_name %r is not a valid name (a lowercase DNS subdomain)" % name)
@@ -130,7 +143,7 @@ def managed_values(vm):
     annotations = ((template.get("metadata") or {}).get("annotations")) or {}
     return {"schedulerName": spec.get("schedulerName"), "evict": annotations.get(EVICT_ANNOTATION),
             "nodeSelector": spec.get("nodeSelector") or None, "tolerations": spec.get("tolerations") or None,
-            "affinity": spec.get("affinity") or None}
+            "affinity": spec.get("affinity") or None, "evictionStrategy": spec.get("evictionStrategy")}
 
 
 def previous_record(vm):
@@ -175,13 +188,15 @@ def desired_present(current, params):
         want["tolerations"] = have or None
     if params.get("affinity") is not None:
         want["affinity"] = params["affinity"] or None
+    if params.get("eviction_strategy") is not None:
+        want["evictionStrategy"] = params["eviction_strategy"]
     return want
 
 
 def record_previous(record, current, want):
     """The record of pre-module values, extended with the fields (and nodeSelector keys, tolerations) changed now."""
     record = copy.deepcopy(record or {})
-    for field in ("schedulerName", "evict", "affinity"):
+    for field in WHOLE_FIELDS:
         if current[field] != want[field] and field not in record:
             record[field] = current[field]
     old_sel, new_sel = current["nodeSelector"] or {}, want["nodeSelector"] or {}
@@ -204,7 +219,7 @@ def record_previous(record, current, want):
 def desired_absent(current, record):
     """The managed fields with every recorded field restored."""
     want = copy.deepcopy(current)
-    for field in ("schedulerName", "evict", "affinity"):
+    for field in WHOLE_FIELDS:
         if field in record:
             want[field] = record[field]
     if "nodeSelector" in record:
@@ -253,7 +268,7 @@ def plan(vm, params):
     if not changes and annotations.get(PREVIOUS_ANNOTATION) == record_text:
         return None, {}
     spec_patch = {}
-    for field in ("schedulerName", "nodeSelector", "tolerations", "affinity"):
+    for field in ("schedulerName", "nodeSelector", "tolerations", "affinity", "evictionStrategy"):
         if current[field] != want[field]:
             spec_patch[field] = merge_diff(current[field], want[field]) if want[field] is not None else None
     template = {}
@@ -281,6 +296,54 @@ def takes_effect(changes, vmi, live_fields, vm=None):
     if any(field not in live for field in changes):
         return "restart"
     return "live_migration"
+
+
+# --- eviction: a live migration, never a restart ------------------------------------------------------------
+
+
+def eviction_verdict(vm, vmi, cluster, evict_live):
+    """What an eviction of this VM's launcher pod would do once it is opted in (kubevirt.eviction_verdict).
+
+    The running VMI's strategy decides while it runs (KubeVirt copied the template's at its start; a changed
+    template strategy waits for a restart), the template's decides at the next start. `cluster` is
+    kubevirt.cluster_eviction_strategy's pair; `evict_live`: whether the evict annotation reaches a running VMI at
+    once (1.6+) rather than at its next start.
+    """
+    running = vmi is not None and phase(vmi) not in FINAL_PHASES
+    migratable, why = live_migratable(vmi) if running else (None, None)
+    if running and evict_live:
+        strategy, source = effective_eviction_strategy((vmi or {}).get("spec"), cluster)
+        source = "the running VMI: " + source
+    else:
+        strategy, source = effective_eviction_strategy(_template(vm).get("spec"), cluster)
+    return kubevirt_eviction_verdict(strategy, source, migratable, why)
+
+
+def _opts_in(vm, params):
+    return (params["state"] == "present" and params.get("descheduler_evict") is True
+            and managed_values(vm)["evict"] != "true")
+
+
+def vm_params(vm, vmi, params, cluster, evict_live):
+    """(the settings for this VM, its eviction verdict or None): the module's settings, adjusted per VM by
+    unsafe_eviction when they would opt it in to an eviction that restarts it or never moves it."""
+    if not _opts_in(vm, params):
+        return params, None
+    verdict = eviction_verdict(vm, vmi, cluster, evict_live)
+    mode = params.get("unsafe_eviction") or "refuse"
+    if verdict["outcome"] in ("migrate", "external") or mode == "allow" or mode == "refuse":
+        return params, verdict
+    adjusted = dict(params, descheduler_evict=None)
+    if mode == "set_live_migrate" and verdict["outcome"] == "restart" and verdict["migratable"] is not False:
+        adjusted["eviction_strategy"] = "LiveMigrate"
+        # The evict annotation comes with it only where it cannot reach a VMI that still runs with the old strategy.
+        running = vmi is not None and phase(vmi) not in FINAL_PHASES
+        if not (running and evict_live):
+            adjusted["descheduler_evict"] = True
+            verdict = dict(verdict, outcome="migrate", strategy="LiveMigrate", source="set by this module")
+        else:
+            verdict = dict(verdict, deferred=True)
+    return adjusted, verdict
 
 
 # --- the run -----------------------------------------------------------------------------------------
@@ -317,13 +380,13 @@ class Placement:
             raise
         return [vm for vm in vms if not vm["metadata"].get("deletionTimestamp")]
 
-    def _patch_one(self, vm):
-        """Patch one VM, re-reading it on 409; (changes, error message or None)."""
+    def _patch_one(self, vm, params):
+        """Patch one VM with its settings, re-reading it on 409; (changes, error message or None)."""
         namespace, name = vm["metadata"]["namespace"], vm["metadata"]["name"]
         retries = self.params["conflict_retries"]
         changes = {}
         for attempt in range(retries + 1):
-            patch, changes = plan(vm, self.params)
+            patch, changes = plan(vm, params)
             if patch is None:
                 return changes, None
             try:
@@ -351,30 +414,64 @@ class Placement:
             wanted = set(names)
             vms = [vm for vm in vms if vm["metadata"]["name"] in wanted]
             missing = sorted(wanted - set(vm["metadata"]["name"] for vm in vms))
-        planned = []
-        for vm in vms:
-            patch, changes = plan(vm, self.params)
-            if patch is not None:
-                planned.append((vm, changes))
-        live = detect_live_updated_fields(self.reader, self.warnings.append)
+        changing = [vm for vm in vms if plan(vm, self.params)[0] is not None]
+        cr = read_kubevirt_cr(self.reader, self.warnings.append, ": assuming every change needs a restart and "
+                                                                 "KubeVirt's default evictionStrategy (None)")
+        live = live_updated_fields(cr)
         vmis = {}
-        if planned:
+        if changing:
             for vmi in self.reader.list_vmis(self._namespace()):
                 vmis[(vmi["metadata"]["namespace"], vmi["metadata"]["name"])] = vmi
+        planned, verdicts = self.plan_each(changing, vmis, cluster_eviction_strategy(cr), "evict" in live)
         outcomes = []
         if self.check_mode:
-            outcomes = [(vm, changes, None) for vm, changes in planned]
+            outcomes = [(vm, changes, None) for vm, _params, changes in planned]
         elif planned:
             with ThreadPoolExecutor(max_workers=self.params["concurrency"]) as pool:
-                futures = [(vm, pool.submit(self._patch_one, vm)) for vm, _changes in planned]
+                futures = [(vm, pool.submit(self._patch_one, vm, params)) for vm, params, _changes in planned]
                 for vm, future in futures:
                     changes, error = future.result()
                     outcomes.append((vm, changes, error))
         self.result = self.report(vms, outcomes, vmis, live, missing)
+        self.result["eviction"] = verdicts
         failed = self.result["failures"]
         if failed:
             raise PlacementError("%d VM(s) could not be patched: %s" % (
                 len(failed), "; ".join("%s/%s: %s" % (f["namespace"], f["name"], f["msg"]) for f in failed[:5])))
+
+    def plan_each(self, vms, vmis, cluster, evict_live):
+        """([(vm, its settings, changes)] to write, [eviction verdicts]): each VM opted in to eviction is checked
+        first; under unsafe_eviction=refuse one that an eviction would restart (or never move) fails the run
+        before any write."""
+        planned, verdicts, unsafe = [], [], []
+        for vm in vms:
+            namespace, name = vm["metadata"]["namespace"], vm["metadata"]["name"]
+            params, verdict = vm_params(vm, vmis.get((namespace, name)), self.params, cluster, evict_live)
+            if verdict is not None:
+                opted_in = params.get("descheduler_evict") is True
+                verdicts.append(dict(verdict, namespace=namespace, name=name, opted_in=opted_in))
+                if verdict["outcome"] in ("restart", "blocked") and not verdict.get("deferred"):
+                    unsafe.append("%s/%s: %s" % (namespace, name, verdict["reason"]))
+                elif verdict.get("deferred"):
+                    self.warnings.append("%s/%s: evictionStrategy LiveMigrate set; the evict annotation waits until "
+                                         "the VM has restarted with it (run again then)" % (namespace, name))
+                elif verdict["outcome"] == "external":
+                    self.warnings.append("%s/%s: evictionStrategy External: an eviction only marks the VMI; an "
+                                         "outside controller must move it" % (namespace, name))
+            patch, changes = plan(vm, params)
+            if patch is not None:
+                planned.append((vm, params, changes))
+        mode = self.params.get("unsafe_eviction") or "refuse"
+        if unsafe and mode == "refuse":
+            raise PlacementError(
+                "%d VM(s) would not be live-migrated by an eviction, so they were not opted in and nothing was "
+                "changed: %s. unsafe_eviction=set_live_migrate sets evictionStrategy LiveMigrate on them, skip "
+                "leaves them out, allow opts them in anyway" % (len(unsafe), "; ".join(unsafe[:5])))
+        if unsafe and mode == "allow":
+            self.warnings.extend("opted in although an eviction would not migrate it (unsafe_eviction=allow): " + u
+                                 for u in unsafe[:20])
+        verdicts.sort(key=lambda v: (v["namespace"], v["name"]))
+        return planned, verdicts
 
     def report(self, vms, outcomes, vmis, live, missing):
         results, failed, restart, migrate, diffs = [], [], [], [], []

@@ -303,6 +303,37 @@ vmis_on_default_scheduler:
   type: list
   elements: str
   sample: ["prod/db01", "prod/web01"]
+eviction_at_risk:
+  description:
+    - Running VMIs opted in to eviction (the C(descheduler.alpha.kubernetes.io/evict) annotation on the VMI or its
+      launcher pod) that an eviction would not live-migrate, sorted. Their eviction strategy (the VMI's own
+      C(evictionStrategy), else the KubeVirt CR's C(spec.configuration.evictionStrategy), else KubeVirt's default
+      C(None)) lets the eviction restart them (C(outcome=restart)), or refuses every eviction because the VMI is
+      not live-migratable (C(outcome=blocked)).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    namespace:
+      description: The VMI's namespace.
+      type: str
+    name:
+      description: The VMI's name.
+      type: str
+    node:
+      description: The node it runs on.
+      type: str
+    outcome:
+      description: V(restart) or V(blocked).
+      type: str
+    strategy:
+      description: The effective eviction strategy.
+      type: str
+    reason:
+      description: Why, and the setting that fixes it.
+      type: str
+  sample: [{"namespace": "prod", "name": "db01", "node": "node01", "outcome": "restart", "strategy": "None",
+            "reason": "evictionStrategy None (KubeVirt's default (the KubeVirt CR sets none)): an eviction ..."}]
 migrations_in_flight:
   description:
     - VMIMs neither C(Succeeded) nor C(Failed), oldest first, those being cancelled too (KubeVirt keeps a deleted VMIM

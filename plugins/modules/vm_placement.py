@@ -74,8 +74,29 @@ options:
   descheduler_evict:
     description:
       - V(true) sets the template annotation C(descheduler.alpha.kubernetes.io/evict=true), which lets the descheduler
-        evict the VM's launcher pod (KubeVirt answers with a live migration). V(false) removes the annotation.
+        evict the VM's launcher pod. V(false) removes the annotation.
+      - KubeVirt turns that eviction into a live migration only under the eviction strategy C(LiveMigrate) (or
+        C(LiveMigrateIfPossible) for a live-migratable VMI): the VMI's own C(evictionStrategy), else the KubeVirt CR's
+        C(spec.configuration.evictionStrategy), else KubeVirt's default, C(None), under which an eviction restarts
+        the VM. Each VM is checked before it is opted in; O(unsafe_eviction) says what happens to those that fail.
     type: bool
+  unsafe_eviction:
+    description:
+      - What to do with a VM that O(descheduler_evict=true) would opt in although an eviction of it would not be a
+        live migration (its effective eviction strategy is C(None), or C(LiveMigrateIfPossible) on a VMI that is not
+        live-migratable: the VM restarts; or C(LiveMigrate) on a VMI that is not live-migratable: every eviction is
+        refused and it never moves). A running VMI is judged by the strategy it runs with, which KubeVirt copied from
+        the template at its start (a changed template strategy waits for a restart).
+      - V(refuse) fails before any write, naming each such VM, its strategy and where the strategy comes from.
+      - V(skip) leaves those VMs out (listed in RV(eviction) with C(opted_in=false)) and changes the others.
+      - V(set_live_migrate) sets C(spec.template.spec.evictionStrategy=LiveMigrate) on them (restored by
+        O(state=absent)). KubeVirt applies it at the VM's next restart; where the annotation would reach the running
+        VMI at once (KubeVirt 1.6 and later), the annotation waits for that restart and a later run sets it. A VMI
+        that is not live-migratable is left out.
+      - V(allow) opts them in anyway, with a warning per VM: the admin accepts that an eviction restarts them.
+    type: str
+    choices: [refuse, skip, set_live_migrate, allow]
+    default: refuse
   node_selector:
     description:
       - Node labels for C(spec.template.spec.nodeSelector). A value of V(null) removes that key.
@@ -212,8 +233,8 @@ vms:
       type: str
       sample: db01
     changes:
-      description: Per managed field (C(schedulerName), C(evict), C(nodeSelector), C(tolerations), C(affinity)), its
-        C(before) and C(after) values (V(null) when unset).
+      description: Per managed field (C(schedulerName), C(evict), C(nodeSelector), C(tolerations), C(affinity),
+        C(evictionStrategy)), its C(before) and C(after) values (V(null) when unset).
       type: dict
       sample: {"schedulerName": {"before": null, "after": "vm-scheduler"}}
     takes_effect:
@@ -243,6 +264,18 @@ live_updated_fields:
   type: list
   elements: str
   sample: [nodeSelector, affinity, tolerations]
+eviction:
+  description:
+    - One entry per VM that O(descheduler_evict=true) opts in (or would, before O(unsafe_eviction)): what an eviction
+      of it does (C(outcome) V(migrate), V(external), V(restart) or V(blocked)), the C(strategy) that decides and its
+      C(source), C(migratable) (the VMI's LiveMigratable condition, V(null) when no VMI runs), C(opted_in), a
+      C(reason) when the outcome is not a migration, and C(deferred=true) when the annotation waits for a restart.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"namespace": "prod", "name": "db01", "outcome": "restart", "strategy": "None",
+            "source": "KubeVirt's default (the KubeVirt CR sets none)", "migratable": true, "opted_in": false,
+            "reason": "evictionStrategy None (...): an eviction deletes the launcher pod and the VM restarts"}]
 missing:
   description: Names given in O(names) that matched no VM.
   returned: always
@@ -287,6 +320,7 @@ def argument_spec():
         state=dict(type="str", choices=["present", "absent"], default="present"),
         scheduler_name=dict(type="str"),
         descheduler_evict=dict(type="bool"),
+        unsafe_eviction=dict(type="str", choices=["refuse", "skip", "set_live_migrate", "allow"], default="refuse"),
         node_selector=dict(type="dict"),
         node_selector_mode=dict(type="str", choices=["merge", "replace"], default="merge"),
         tolerations=dict(type="list", elements="dict"),

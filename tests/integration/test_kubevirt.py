@@ -464,7 +464,7 @@ def test_eviction_of_live_migrate_vm_triggers_evacuation(kv, core, namespace, wa
 
 
 def test_eviction_without_eviction_strategy_is_allowed(kv, core, namespace, wait):
-    vmi = start_vm(kv, namespace, "plain", wait)
+    vmi = start_vm(kv, namespace, "plain", wait, eviction_strategy=None)
     [pod] = kv.pods(namespace, vmi)
     core.create_namespaced_pod_eviction(pod.metadata.name, namespace, client.V1Eviction(
         metadata=client.V1ObjectMeta(name=pod.metadata.name, namespace=namespace)))

@@ -13,16 +13,22 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from kubernetes import client
 
 from . import ansible_module
 from .vms import (  # noqa: F401  pylint: disable=unused-import
     GROUP,
     VERSION,
+    VMIMS,
+    VMIS,
     VMS,
     kv,
     kubevirt,
+    phase,
+    running_vmi,
     start_vm,
     vm_manifest,
+    wait_migration,
 )
 
 MODULE = "vmsched.kubevirt.vm_placement"
@@ -254,3 +260,71 @@ def test_takes_effect_agrees_with_kubevirts_restart_required(kv, kubeconfig, nam
     # From now on KubeVirt makes no live update until the VM restarts: a nodeSelector needs the restart too.
     rc, res = run_module(kubeconfig, {"namespace": namespace, "node_selector": {"tier": "db"}})
     assert rc == 0 and res["vms"][0]["takes_effect"] == "restart", res
+
+
+# Evicted means migrated -------------------------------------------------------------------------------------
+
+
+def evict(core, namespace, pod):
+    core.create_namespaced_pod_eviction(pod.metadata.name, namespace, client.V1Eviction(
+        metadata=client.V1ObjectMeta(name=pod.metadata.name, namespace=namespace)))
+
+
+def test_a_vm_an_eviction_would_restart_is_refused_then_made_safe(kv, core, kubeconfig, namespace, wait):
+    """On KubeVirt's default configuration (evictionStrategy None; the local KubeVirt CR sets none) an eviction of
+    a VM's launcher pod restarts the VM. The opt-in refuses such a VM before any write; set_live_migrate sets
+    LiveMigrate, lets the annotation wait while the VMI still runs with None, and after the restart the VM is
+    opted in and an eviction migrates it: the same VMI (UID), on another node."""
+    vmi = start_vm(kv, namespace, "plain", wait, eviction_strategy=None,
+                   annotations={"sim.vmsched.kubevirt.io/migration-seconds": "2"})
+    assert "evictionStrategy" not in vmi["spec"]
+    offset = AUDIT_LOG.stat().st_size
+    rc, res = run_module(kubeconfig, {"namespace": namespace, "descheduler_evict": True})
+    assert rc != 0 and f"{namespace}/plain: evictionStrategy None" in res["msg"], res.get("msg")
+    assert "KubeVirt's default" in res["msg"] and "set_live_migrate" in res["msg"]
+    assert audit_writes(offset, namespace) == []
+
+    rc, res = run_module(kubeconfig, {"namespace": namespace, "descheduler_evict": True,
+                                      "unsafe_eviction": "set_live_migrate"})
+    assert rc == 0 and res["changed"] is True, res.get("msg")
+    assert res["restart_required"] == [f"{namespace}/plain"] and res["eviction"][0]["deferred"] is True, res
+    template = kv.get(VMS, namespace, "plain")["spec"]["template"]
+    assert template["spec"]["evictionStrategy"] == "LiveMigrate"
+    assert EVICT not in (template["metadata"].get("annotations") or {})
+    wait(lambda: (vm_condition(kv, namespace, "plain", "RestartRequired") or {}).get("status") == "True",
+         "KubeVirt's RestartRequired condition: the running VMI keeps evictionStrategy None")
+    rc, res = run_module(kubeconfig, {"namespace": namespace, "descheduler_evict": True,
+                                      "unsafe_eviction": "set_live_migrate"})
+    assert rc == 0 and res["changed"] is False, res
+
+    # The admin restarts the VM (runStrategy Always starts a new VMI), which now runs with LiveMigrate.
+    kv.delete(VMIS, namespace, "plain")
+    wait(lambda: (v := kv.get(VMIS, namespace, "plain")) and v["metadata"]["uid"] != vmi["metadata"]["uid"],
+         "a new VMI after the restart")
+    restarted = running_vmi(kv, namespace, "plain", wait)
+    assert restarted["spec"]["evictionStrategy"] == "LiveMigrate"
+    rc, res = run_module(kubeconfig, {"namespace": namespace, "descheduler_evict": True,
+                                      "unsafe_eviction": "set_live_migrate"})
+    assert rc == 0 and res["changed"] is True and res["eviction"][0]["opted_in"] is True, res
+    assert res["eviction"][0]["outcome"] == "migrate"
+    wait(lambda: EVICT in ((kv.get(VMIS, namespace, "plain")["metadata"].get("annotations")) or {}),
+         "KubeVirt copying the evict annotation to the VMI")
+
+    # What the descheduler does: an eviction, which KubeVirt answers with a live migration.
+    source = restarted["status"]["nodeName"]
+    [pod] = kv.pods(namespace, restarted)
+    with pytest.raises(client.ApiException) as info:
+        evict(core, namespace, pod)
+    assert info.value.status == 429 and "Eviction triggered evacuation" in info.value.body
+    evacuation = wait(lambda: [m for m in kv.list(VMIMS, namespace)
+                               if m["metadata"]["name"].startswith("kubevirt-evacuation-")], "an evacuation VMIM")[0]
+    wait_migration(kv, namespace, evacuation["metadata"]["name"], wait)
+    moved = kv.get(VMIS, namespace, "plain")
+    assert moved["metadata"]["uid"] == restarted["metadata"]["uid"] and moved["status"]["nodeName"] != source
+    assert phase(moved) == "Running"
+
+    # state=absent gives the VM back what it had: no evictionStrategy, no annotation.
+    rc, res = run_module(kubeconfig, {"namespace": namespace, "state": "absent"})
+    assert rc == 0 and res["changed"] is True, res
+    template = kv.get(VMS, namespace, "plain")["spec"]["template"]
+    assert "evictionStrategy" not in template["spec"] and EVICT not in (template["metadata"].get("annotations") or {})

@@ -84,8 +84,11 @@ class KubeVirt:
 
 
 def vm_manifest(name, spec_extra=None, annotations=None, labels=None, run_strategy="Always", memory="1Gi",
-                interface="masquerade", pvc=None):
-    """A VM as users write them; `pvc` adds a data disk on that PersistentVolumeClaim."""
+                interface="masquerade", pvc=None, eviction_strategy="LiveMigrate"):
+    """A VM as careful admins write them; `pvc` adds a data disk on that PersistentVolumeClaim.
+
+    evictionStrategy LiveMigrate, so that an eviction (a drain, the descheduler) migrates it: KubeVirt's default,
+    None, restarts it. eviction_strategy=None leaves the field out, as a VM written without that care."""
     spec = {"domain": {"cpu": {"cores": 1}, "memory": {"guest": memory},
                        "devices": {"interfaces": [{"name": "default", interface: {}}],
                                    "disks": [{"name": "root", "disk": {"bus": "virtio"}}]}},
@@ -94,6 +97,8 @@ def vm_manifest(name, spec_extra=None, annotations=None, labels=None, run_strate
     if pvc:
         spec["domain"]["devices"]["disks"].append({"name": "data", "disk": {"bus": "virtio"}})
         spec["volumes"].append({"name": "data", "persistentVolumeClaim": {"claimName": pvc}})
+    if eviction_strategy:
+        spec["evictionStrategy"] = eviction_strategy
     spec.update(spec_extra or {})
     return {
         "apiVersion": f"{GROUP}/{VERSION}", "kind": "VirtualMachine",

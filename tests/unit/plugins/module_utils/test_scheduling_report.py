@@ -299,3 +299,34 @@ def test_exposure_unknown_without_a_launcher_image():
     assert exposure["exposed"] is None and exposure["nodes_listing"] is None and exposure["advice"] is None
     assert exposure["nodes_at_image_cap"] == ["a", "b", "c"]
     assert all(r["image_locality_score"] is None for r in result["nodes"])
+
+
+def test_eviction_at_risk_names_opted_in_vmis_an_eviction_would_restart_or_never_move():
+    evict = {"descheduler.alpha.kubernetes.io/evict": "true"}
+
+    def opted(name, strategy=None, migratable=True, on_pod=False):
+        obj = vmi(name, "node01")
+        obj["metadata"]["uid"] = "uid-" + name
+        if strategy:
+            obj["spec"]["evictionStrategy"] = strategy
+        if not on_pod:
+            obj["metadata"]["annotations"] = dict(evict)
+        obj["status"]["conditions"] = [{"type": "LiveMigratable", "status": "True" if migratable else "False",
+                                        "message": "cannot migrate VMI: PVC is not shared"}]
+        return obj
+
+    launcher = pod("virt-launcher-podonly", "node01", launcher_image="quay.io/kubevirt/virt-launcher:v1.9.0")
+    launcher["metadata"].update(annotations=dict(evict), labels=dict(launcher["metadata"]["labels"],
+                                                                      **{"kubevirt.io/created-by": "uid-podonly"}))
+    vmis = [opted("default"), opted("podonly", on_pod=True), opted("safe", "LiveMigrate"),
+            opted("stuck", "LiveMigrate", migratable=False), opted("ifpossible", "LiveMigrateIfPossible", False),
+            vmi("untouched", "node01")]
+    risky = si.eviction_at_risk(vmis, [launcher], None)
+    assert [(r["name"], r["outcome"], r["strategy"]) for r in risky] == [
+        ("default", "restart", "None"), ("ifpossible", "restart", "LiveMigrateIfPossible"),
+        ("podonly", "restart", "None"), ("stuck", "blocked", "LiveMigrate")]
+    assert "KubeVirt's default" in risky[0]["reason"] and "PVC is not shared" in risky[1]["reason"]
+    cr = {"spec": {"configuration": {"evictionStrategy": "LiveMigrate"}}}
+    assert [r["name"] for r in si.eviction_at_risk(vmis, [launcher], cr)] == ["ifpossible", "stuck"]
+    assert si.report("v1.36.3", Capabilities(), [], [launcher], vmis, [], cr, [])["eviction_at_risk"] \
+        == si.eviction_at_risk(vmis, [launcher], cr)

@@ -13,7 +13,7 @@ import pytest
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils import vm_placement as vp
 
-from .kubevirt_fakes import apply
+from .kubevirt_fakes import FakeCluster, apply, kubevirt_cr, vmi as make_vmi
 
 
 def params(**overrides):
@@ -44,7 +44,8 @@ def test_present_then_idempotent_then_absent_restores():
                      "tolerations": [{"key": "x", "operator": "Exists"}]})
     p = params(scheduler_name="new", descheduler_evict=True, node_selector={"cpu": "fast", "zone": "a"},
                tolerations=[{"key": "d", "operator": "Equal", "value": "v", "effect": "NoSchedule"}],
-               affinity={"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}})
+               affinity={"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}},
+               eviction_strategy="LiveMigrate")
     placed, changes = converge(start, p)
     assert set(changes) == set(vp.FIELDS)
     spec = placed["spec"]["template"]["spec"]
@@ -114,3 +115,144 @@ def test_the_result_keeps_ansibles_own_keys_free():
     assert "failed" not in result and result["changed"] is True
     assert result["failures"] == [{"namespace": "ns", "name": "broken", "msg": "conflict after 2 retries"}]
     assert result["counts"]["failed"] == 1
+
+
+# --- eviction: opted in only where an eviction is a live migration --------------------------------------------
+
+
+def named(name, strategy=None, evict=None):
+    obj = vm(spec={"evictionStrategy": strategy} if strategy else None,
+             template_annotations={vp.EVICT_ANNOTATION: evict} if evict else None)
+    obj["metadata"]["name"] = name
+    return obj
+
+
+def running(name, strategy=None, migratable=True):
+    obj = make_vmi(name, "node01", migratable=migratable)
+    if strategy:
+        obj["spec"]["evictionStrategy"] = strategy
+    return obj
+
+
+def cr_with(strategy=None, version="v1.9.0"):
+    cr = kubevirt_cr(version=version)
+    if strategy:
+        cr["spec"]["configuration"]["evictionStrategy"] = strategy
+    return cr
+
+
+def placed(fake, check_mode=False, **overrides):
+    engine = vp.Placement(fake, params(descheduler_evict=True, **overrides), check_mode=check_mode)
+    engine.run()
+    return engine
+
+
+CLUSTER_DEFAULT = ("None", "KubeVirt's default (the KubeVirt CR sets none)")
+
+
+@pytest.mark.parametrize("vm_strategy, vmi_strategy, cluster, migratable, evict_live, outcome", [
+    (None, None, CLUSTER_DEFAULT, True, True, "restart"),                       # KubeVirt's default: None
+    (None, None, ("LiveMigrate", "cr"), True, True, "migrate"),                 # the cluster's setting
+    ("LiveMigrate", None, CLUSTER_DEFAULT, True, True, "restart"),              # the running VMI still has None
+    ("LiveMigrate", None, CLUSTER_DEFAULT, True, False, "migrate"),             # 1.5: the annotation waits for a start
+    (None, "LiveMigrate", CLUSTER_DEFAULT, True, True, "migrate"),
+    (None, "LiveMigrate", CLUSTER_DEFAULT, False, True, "blocked"),            # never moves
+    (None, "LiveMigrateIfPossible", CLUSTER_DEFAULT, False, True, "restart"),  # not migratable: evicted for real
+    (None, "LiveMigrateIfPossible", CLUSTER_DEFAULT, True, True, "migrate"),
+    (None, "External", CLUSTER_DEFAULT, True, True, "external"),
+    (None, "None", ("LiveMigrate", "cr"), True, True, "restart"),               # the VMI's own wins
+])
+def test_eviction_verdict_follows_kubevirts_admitter(vm_strategy, vmi_strategy, cluster, migratable, evict_live,
+                                                     outcome):
+    the_vmi = running("vm", vmi_strategy, migratable=True if migratable else "DisksNotLiveMigratable")
+    verdict = vp.eviction_verdict(named("vm", vm_strategy), the_vmi, cluster, evict_live)
+    assert verdict["outcome"] == outcome, verdict
+    assert ("reason" in verdict) == (outcome in ("restart", "blocked"))
+
+
+def test_a_stopped_vm_is_judged_by_its_template():
+    assert vp.eviction_verdict(named("vm"), None, CLUSTER_DEFAULT, True)["outcome"] == "restart"
+    assert vp.eviction_verdict(named("vm", "LiveMigrate"), None, CLUSTER_DEFAULT, True)["outcome"] == "migrate"
+
+
+def test_refuse_is_the_default_and_writes_nothing():
+    fake = FakeCluster(vms=[named("safe", "LiveMigrate"), named("risky")],
+                       vmis=[running("safe", "LiveMigrate"), running("risky")], cr=cr_with())
+    engine = vp.Placement(fake, params(descheduler_evict=True))
+    with pytest.raises(vp.PlacementError) as info:
+        engine.run()
+    message = str(info.value)
+    assert "ns/risky" in message and "evictionStrategy None" in message and "KubeVirt's default" in message
+    assert "ns/safe" not in message and "unsafe_eviction=set_live_migrate" in message
+    assert fake.writes == []
+
+
+def test_the_clusters_live_migrate_makes_the_default_safe():
+    fake = FakeCluster(vms=[named("a")], vmis=[running("a")], cr=cr_with("LiveMigrate"))
+    engine = placed(fake)
+    assert fake.writes == [("patch", "virtualmachines", "a")]
+    assert engine.result["eviction"][0]["outcome"] == "migrate" and engine.result["eviction"][0]["opted_in"]
+
+
+def test_skip_opts_in_only_the_safe_and_keeps_other_settings():
+    fake = FakeCluster(vms=[named("safe", "LiveMigrate"), named("risky")],
+                       vmis=[running("safe", "LiveMigrate"), running("risky")], cr=cr_with())
+    engine = placed(fake, unsafe_eviction="skip", scheduler_name="s")
+    risky = fake.get_vm("ns", "risky")["spec"]["template"]
+    assert vp.EVICT_ANNOTATION not in risky["metadata"]["annotations"] and risky["spec"]["schedulerName"] == "s"
+    safe = fake.get_vm("ns", "safe")["spec"]["template"]
+    assert safe["metadata"]["annotations"][vp.EVICT_ANNOTATION] == "true"
+    verdicts = dict((v["name"], v) for v in engine.result["eviction"])
+    assert verdicts["risky"]["opted_in"] is False and verdicts["safe"]["opted_in"] is True
+
+
+def test_set_live_migrate_on_a_running_vm_waits_for_its_restart_then_restores():
+    fake = FakeCluster(vms=[named("a")], vmis=[running("a")], cr=cr_with())
+    engine = placed(fake, unsafe_eviction="set_live_migrate")
+    template = fake.get_vm("ns", "a")["spec"]["template"]
+    # The running VMI keeps evictionStrategy None until it restarts: the annotation must not reach it yet.
+    assert template["spec"]["evictionStrategy"] == "LiveMigrate"
+    assert vp.EVICT_ANNOTATION not in template["metadata"]["annotations"]
+    assert engine.result["restart_required"] == ["ns/a"] and engine.result["eviction"][0]["deferred"] is True
+    again = placed(fake, unsafe_eviction="set_live_migrate")
+    assert again.result["changed"] is False
+    # After the restart the VMI runs with LiveMigrate: the next run opts it in.
+    fake.put("virtualmachineinstances", running("a", "LiveMigrate"))
+    placed(fake, unsafe_eviction="set_live_migrate")
+    assert fake.get_vm("ns", "a")["spec"]["template"]["metadata"]["annotations"][vp.EVICT_ANNOTATION] == "true"
+    vp.Placement(fake, params(state="absent")).run()
+    template = fake.get_vm("ns", "a")["spec"]["template"]
+    assert "evictionStrategy" not in template["spec"] and vp.EVICT_ANNOTATION not in template["metadata"]["annotations"]
+
+
+def test_set_live_migrate_on_a_stopped_vm_sets_both():
+    fake = FakeCluster(vms=[named("a")], cr=cr_with())
+    placed(fake, unsafe_eviction="set_live_migrate")
+    template = fake.get_vm("ns", "a")["spec"]["template"]
+    assert template["spec"]["evictionStrategy"] == "LiveMigrate"
+    assert template["metadata"]["annotations"][vp.EVICT_ANNOTATION] == "true"
+
+
+def test_a_vm_that_cannot_migrate_is_never_opted_in_but_allow_says_so():
+    vms, vmis = [named("a", "LiveMigrate")], [running("a", "LiveMigrate", migratable="DisksNotLiveMigratable")]
+    fake = FakeCluster(vms=vms, vmis=vmis, cr=cr_with())
+    with pytest.raises(vp.PlacementError, match="not live-migratable"):
+        placed(fake)
+    placed(fake, unsafe_eviction="set_live_migrate")
+    assert fake.writes == []
+    engine = placed(FakeCluster(vms=vms, vmis=vmis, cr=cr_with()), unsafe_eviction="allow")
+    assert any("unsafe_eviction=allow" in w for w in engine.warnings)
+
+
+def test_an_unreadable_kubevirt_cr_counts_as_kubevirts_default():
+    fake = FakeCluster(vms=[named("a")], vmis=[running("a")], cr=cr_with("LiveMigrate"), forbidden=["kubevirt_cr"])
+    with pytest.raises(vp.PlacementError, match="KubeVirt's default"):
+        placed(fake)
+
+
+def test_vms_already_opted_in_and_opt_outs_are_not_checked():
+    fake = FakeCluster(vms=[named("a", evict="true")], vmis=[running("a")], cr=cr_with())
+    assert placed(fake).result["changed"] is False
+    engine = vp.Placement(fake, params(descheduler_evict=False))
+    engine.run()
+    assert engine.result["eviction"] == [] and engine.result["changed"] is True
