@@ -219,7 +219,11 @@ def cluster_eviction_strategy(cr):
 
 def effective_eviction_strategy(spec, cluster):
     """(strategy, source) for a VMI spec or a VM template's spec: its own evictionStrategy, else the cluster's
-    (migrations.VMIEvictionStrategy). `cluster` is cluster_eviction_strategy's pair."""
+    (migrations.VMIEvictionStrategy). `cluster` is cluster_eviction_strategy's pair.
+
+    virt-api's VMI mutator writes the cluster's strategy into every new VMI that has none
+    (pkg/defaults/defaults.go setDefaultEvictionStrategy, 1.5.3 to 1.9.0): a running VMI keeps the strategy it
+    started with, whatever the KubeVirt CR says later, until it restarts."""
     own = (spec or {}).get("evictionStrategy")
     if own:
         return own, "its own evictionStrategy"
@@ -250,8 +254,9 @@ def eviction_verdict(strategy, source, migratable, why=None):
     elif outcome == "restart":
         verdict["reason"] = ("evictionStrategy %s (%s): an eviction deletes the launcher pod and the VM restarts "
                              "instead of migrating; set spec.template.spec.evictionStrategy: LiveMigrate on the VM "
-                             "(unsafe_eviction=set_live_migrate does, effective at its next restart) or the KubeVirt "
-                             "CR's spec.configuration.evictionStrategy: LiveMigrate" % (strategy, source))
+                             "(unsafe_eviction=set_live_migrate does) or the KubeVirt CR's "
+                             "spec.configuration.evictionStrategy: LiveMigrate; a running VMI keeps the strategy it "
+                             "started with until it restarts" % (strategy, source))
     elif outcome == "blocked":
         verdict["reason"] = ("the VMI is not live-migratable (%s): under evictionStrategy LiveMigrate every eviction "
                              "is refused and the VM never moves; LiveMigrateIfPossible would restart it instead"

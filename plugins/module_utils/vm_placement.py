@@ -313,7 +313,8 @@ def eviction_verdict(vm, vmi, cluster, evict_live):
     migratable, why = live_migratable(vmi) if running else (None, None)
     if running and evict_live:
         strategy, source = effective_eviction_strategy((vmi or {}).get("spec"), cluster)
-        source = "the running VMI: " + source
+        source = "the running VMI's, fixed when it started" if source == "its own evictionStrategy" else \
+            "the running VMI: " + source
     else:
         strategy, source = effective_eviction_strategy(_template(vm).get("spec"), cluster)
     return kubevirt_eviction_verdict(strategy, source, migratable, why)

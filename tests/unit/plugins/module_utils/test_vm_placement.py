@@ -127,7 +127,9 @@ def named(name, strategy=None, evict=None):
     return obj
 
 
-def running(name, strategy=None, migratable=True):
+def running(name, strategy="None", migratable=True):
+    """A running VMI as virt-api writes it: with the strategy it started with (the cluster's when the VM sets
+    none; KubeVirt's default is None). strategy=None: a VMI without one (older objects, unit shapes)."""
     obj = make_vmi(name, "node01", migratable=migratable)
     if strategy:
         obj["spec"]["evictionStrategy"] = strategy
@@ -182,16 +184,23 @@ def test_refuse_is_the_default_and_writes_nothing():
     with pytest.raises(vp.PlacementError) as info:
         engine.run()
     message = str(info.value)
-    assert "ns/risky" in message and "evictionStrategy None" in message and "KubeVirt's default" in message
+    assert "ns/risky" in message and "evictionStrategy None (the running VMI's, fixed when it started)" in message
     assert "ns/safe" not in message and "unsafe_eviction=set_live_migrate" in message
     assert fake.writes == []
 
 
-def test_the_clusters_live_migrate_makes_the_default_safe():
-    fake = FakeCluster(vms=[named("a")], vmis=[running("a")], cr=cr_with("LiveMigrate"))
-    engine = placed(fake)
+def test_the_clusters_live_migrate_protects_vmis_started_after_it_not_before():
+    # A VMI started once the KubeVirt CR said LiveMigrate carries it; one started before keeps None.
+    fake = FakeCluster(vms=[named("a"), named("b")], vmis=[running("a", "LiveMigrate"), running("b", "None")],
+                       cr=cr_with("LiveMigrate"))
+    engine = placed(fake, unsafe_eviction="skip")
     assert fake.writes == [("patch", "virtualmachines", "a")]
-    assert engine.result["eviction"][0]["outcome"] == "migrate" and engine.result["eviction"][0]["opted_in"]
+    verdicts = dict((v["name"], v) for v in engine.result["eviction"])
+    assert verdicts["a"]["outcome"] == "migrate" and verdicts["a"]["opted_in"]
+    assert verdicts["b"]["outcome"] == "restart" and "until it restarts" in verdicts["b"]["reason"]
+    # A stopped VM without a strategy of its own starts with the cluster's.
+    stopped = FakeCluster(vms=[named("c")], cr=cr_with("LiveMigrate"))
+    assert placed(stopped).result["eviction"][0]["outcome"] == "migrate"
 
 
 def test_skip_opts_in_only_the_safe_and_keeps_other_settings():
@@ -245,7 +254,7 @@ def test_a_vm_that_cannot_migrate_is_never_opted_in_but_allow_says_so():
 
 
 def test_an_unreadable_kubevirt_cr_counts_as_kubevirts_default():
-    fake = FakeCluster(vms=[named("a")], vmis=[running("a")], cr=cr_with("LiveMigrate"), forbidden=["kubevirt_cr"])
+    fake = FakeCluster(vms=[named("a")], cr=cr_with("LiveMigrate"), forbidden=["kubevirt_cr"])
     with pytest.raises(vp.PlacementError, match="KubeVirt's default"):
         placed(fake)
 
