@@ -76,17 +76,18 @@ options:
       - V(true) sets the template annotation C(descheduler.alpha.kubernetes.io/evict=true), which lets the descheduler
         evict the VM's launcher pod. V(false) removes the annotation.
       - KubeVirt turns that eviction into a live migration only under the eviction strategy C(LiveMigrate) (or
-        C(LiveMigrateIfPossible) for a live-migratable VMI): the VMI's own C(evictionStrategy), else the KubeVirt CR's
-        C(spec.configuration.evictionStrategy), else KubeVirt's default, C(None), under which an eviction restarts
-        the VM. Each VM is checked before it is opted in; O(unsafe_eviction) says what happens to those that fail.
+        C(LiveMigrateIfPossible) for a live-migratable VMI). A VMI's strategy is fixed when it starts, from the VM's
+        C(spec.template.spec.evictionStrategy), else the KubeVirt CR's C(spec.configuration.evictionStrategy), else
+        KubeVirt's default, C(None), under which an eviction restarts the VM. Each VM is checked before it is opted
+        in; O(unsafe_eviction) says what happens to those that fail.
     type: bool
   unsafe_eviction:
     description:
       - What to do with a VM that O(descheduler_evict=true) would opt in although an eviction of it would not be a
-        live migration (its effective eviction strategy is C(None), or C(LiveMigrateIfPossible) on a VMI that is not
-        live-migratable: the VM restarts; or C(LiveMigrate) on a VMI that is not live-migratable: every eviction is
-        refused and it never moves). A running VMI is judged by the strategy it runs with, which KubeVirt copied from
-        the template at its start (a changed template strategy waits for a restart).
+        live migration. Under the eviction strategy C(None), or C(LiveMigrateIfPossible) on a VMI that is not
+        live-migratable, the VM restarts. Under C(LiveMigrate) on a VMI that is not live-migratable, every eviction
+        is refused and the VM never moves. A running VMI is judged by the strategy it runs with, which KubeVirt
+        fixed at its start (a changed template strategy waits for a restart).
       - V(refuse) fails before any write, naming each such VM, its strategy and where the strategy comes from.
       - V(skip) leaves those VMs out (listed in RV(eviction) with C(opted_in=false)) and changes the others.
       - V(set_live_migrate) sets C(spec.template.spec.evictionStrategy=LiveMigrate) on them (restored by
@@ -266,10 +267,11 @@ live_updated_fields:
   sample: [nodeSelector, affinity, tolerations]
 eviction:
   description:
-    - One entry per VM that O(descheduler_evict=true) opts in (or would, before O(unsafe_eviction)): what an eviction
-      of it does (C(outcome) V(migrate), V(external), V(restart) or V(blocked)), the C(strategy) that decides and its
-      C(source), C(migratable) (the VMI's LiveMigratable condition, V(null) when no VMI runs), C(opted_in), a
-      C(reason) when the outcome is not a migration, and C(deferred=true) when the annotation waits for a restart.
+    - One entry per VM that O(descheduler_evict=true) opts in (or would, before O(unsafe_eviction)).
+    - C(outcome) is what an eviction of it does, V(migrate), V(external), V(restart) or V(blocked); C(strategy) the
+      eviction strategy that decides it and C(source) where that comes from; C(migratable) the VMI's
+      LiveMigratable condition (V(null) when no VMI runs); C(opted_in) whether the annotation is set; C(reason) why,
+      when the outcome is not a migration; C(deferred=true) when the annotation waits for a restart.
   returned: always
   type: list
   elements: dict
