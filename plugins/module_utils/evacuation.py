@@ -20,6 +20,7 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import
     ApiException,
     KubeVirtError,
     api_error_message,
+    is_status,
     unless_forbidden,
 )
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
@@ -37,6 +38,7 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.migration import 
     selector_conflict,
     summarize,
 )
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.module_runner import missing_names
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.watch import (
     EXPIRED,
     SYNCED,
@@ -215,8 +217,33 @@ class MigrationBatch:
 # --- vmi_evacuation ---------------------------------------------------------------------------------------------
 
 
+def requested_selector(params):
+    """The selector vmi_evacuation's added_node_selector asks for (values as strings); KubeVirtError when
+    target_nodes contradicts it."""
+    selector = dict((k, str(v)) for k, v in (params["added_node_selector"] or {}).items())
+    if params["target_nodes"] and node_fit.HOSTNAME_LABEL in selector:
+        raise KubeVirtError("target_nodes and %s in added_node_selector exclude each other" % node_fit.HOSTNAME_LABEL)
+    return selector
+
+
 class Evacuation:
     """vmi_evacuation: every selected VMI off a node, or onto matching nodes (see module_runner.py)."""
+
+    # Checked before any client exists (module_runner.check_input); the module's documentation says the same.
+    # A wait_timeout of 0 would delete each VMIM as soon as it is created. unschedulable_timeout: see Migration.
+    BOUNDS = {"max_parallel": {"min": 1}, "wait_timeout": {"min": 1}, "unschedulable_timeout": {"min": 0}}
+
+    @staticmethod
+    def check_params(params):
+        problems = []
+        if any(not (name or "").strip() for name in params.get("target_nodes") or []):
+            problems.append("target_nodes has an empty name")
+        try:
+            requested_selector(params)
+        except KubeVirtError as exc:
+            problems.append(str(exc))
+        if problems:
+            raise KubeVirtError("; ".join(problems))
 
     def __init__(self, reader, params, check_mode=False, diff=False):
         self.reader = reader
@@ -241,18 +268,37 @@ class Evacuation:
         self.warnings.append(msg)
 
     def selector(self):
-        selector = dict((k, str(v)) for k, v in (self.p["added_node_selector"] or {}).items())
-        if self.p["target_nodes"] and node_fit.HOSTNAME_LABEL in selector:
-            self.fail("target_nodes and %s in added_node_selector exclude each other" % node_fit.HOSTNAME_LABEL)
-        return selector
+        return requested_selector(self.p)
+
+    def check_nodes(self):
+        """Before anything else: the nodes node and target_nodes name exist (those the user may not read are not
+        checked here; cordon=true then fails in cordon_needed, the node checks warn)."""
+        wanted = [("node", self.p["node"], "node")] if self.p["node"] else []
+        wanted.extend(("node", name, "target_nodes") for name in self.p["target_nodes"])
+        missing = missing_names(self.reader, wanted)[0]
+        if missing:
+            self.fail("; ".join("node '%s' does not exist" % name if option == "node" else
+                                "target node '%s' (%s) does not exist" % (name, option)
+                                for _kind, name, option in missing))
 
     # --- which VMIs -------------------------------------------------------------------------------------------
 
     def select(self):
-        """The VMIs to consider, by namespace and name: not final, not being deleted, on `node` if given."""
+        """The VMIs to consider, by namespace and name: not final, not being deleted, on `node` if given. With
+        none, a namespace that does not exist is an error (rather than nothing to do)."""
         node = self.p["node"]
         chosen = []
-        for vmi in self.reader.list_vmis(self.p["namespace"], self.p["label_selector"]):
+        try:
+            vmis = self.reader.list_vmis(self.p["namespace"], self.p["label_selector"])
+        except ApiException as exc:
+            if is_status(exc, 400) and self.p["label_selector"]:
+                self.fail("label_selector '%s' is not a label selector: %s"
+                          % (self.p["label_selector"], api_error_message(exc)))
+            raise
+        if not vmis and self.p["namespace"] and \
+                missing_names(self.reader, [("namespace", self.p["namespace"], "namespace")])[0]:
+            self.fail("namespace '%s' does not exist" % self.p["namespace"])
+        for vmi in vmis:
             if phase(vmi) in ("Succeeded", "Failed") or (vmi.get("metadata") or {}).get("deletionTimestamp"):
                 continue
             if node and (vmi.get("status") or {}).get("nodeName") != node:
@@ -340,9 +386,7 @@ class Evacuation:
 
     def limits(self, caps):
         limit = caps.parallel_per_cluster
-        if self.p["max_parallel"] is not None:
-            if self.p["max_parallel"] < 1:
-                self.fail("max_parallel must be at least 1")
+        if self.p["max_parallel"] is not None:   # at least 1 (BOUNDS)
             limit = min(limit, self.p["max_parallel"])
         summary = self.result["summary"]
         summary["max_parallel"] = limit
@@ -360,11 +404,12 @@ class Evacuation:
                 self.fail("cordon=true needs to read and patch node %s: %s" % (node, why))
         found = unless_forbidden(lambda: self.reader.node(node), unreadable, default=_UNREADABLE)
         if found is None:
-            self.fail("node %s not found" % node)
+            self.fail("node '%s' does not exist" % node)
         return self.p["cordon"] and not (found.get("spec") or {}).get("unschedulable")
 
     def run(self):
         selector = self.selector()
+        self.check_nodes()
         caps = self.m.detect()
         self.result["kubevirt"] = caps.as_dict()
         limit = self.limits(caps)

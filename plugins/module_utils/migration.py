@@ -54,6 +54,7 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
     rollout_strategy,
     source_pod,
 )
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.module_runner import missing_names
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.watch import ObjectWatcher, WaitTimeout
 
 SELECTOR_ANNOTATION = "vmsched.kubevirt.io/node-selector"
@@ -357,8 +358,40 @@ class VmiMigrator:
 # --- vmi_migration ----------------------------------------------------------------------------------------------
 
 
+def requested_selector(params):
+    """The selector vmi_migration's options ask for (added_node_selector, values as strings, and target_node as
+    kubernetes.io/hostname); KubeVirtError when they contradict each other."""
+    selector = dict((k, str(v)) for k, v in (params["added_node_selector"] or {}).items())
+    target = params["target_node"]
+    if target:
+        have = selector.get(node_fit.HOSTNAME_LABEL)
+        if have is not None and have != target:
+            raise KubeVirtError("target_node=%s conflicts with %s=%s in added_node_selector"
+                                % (target, node_fit.HOSTNAME_LABEL, have))
+        selector[node_fit.HOSTNAME_LABEL] = target
+    return selector
+
+
 class Migration:
     """vmi_migration: one VMI to a node matching a selector, or state=absent (see module_runner.py)."""
+
+    # Checked before any client exists (module_runner.check_input); the module's documentation says the same.
+    # wait_timeout 0 would create the migration and give up on it at once: wait=false is the way not to wait.
+    # KubeVirt fails a migration whose target pod is unschedulable once unschedulable_timeout has passed, so 0
+    # fails it as soon as the scheduler reports the pod unschedulable; less means the same and is refused.
+    BOUNDS = {"wait_timeout": {"min": 1}, "unschedulable_timeout": {"min": 0}}
+
+    @staticmethod
+    def check_params(params):
+        problems = ["%s is empty; it needs a value" % name for name in ("name", "namespace")
+                    if params.get(name) == ""]
+        if params.get("state", "present") == "present":
+            try:
+                requested_selector(params)
+            except KubeVirtError as exc:
+                problems.append(str(exc))
+        if problems:
+            raise KubeVirtError("; ".join(problems))
 
     def __init__(self, reader, params, check_mode=False, diff=False):
         self.p = params
@@ -387,15 +420,15 @@ class Migration:
         return self.present()
 
     def selector(self):
-        selector = dict((k, str(v)) for k, v in (self.p["added_node_selector"] or {}).items())
+        return requested_selector(self.p)
+
+    def check_target_node(self):
+        """Before anything else: the node target_node names exists (not checked when the user may not read it;
+        the node checks then warn)."""
         target = self.p["target_node"]
-        if target:
-            have = selector.get(node_fit.HOSTNAME_LABEL)
-            if have is not None and have != target:
-                self.fail("target_node=%s conflicts with %s=%s in added_node_selector"
-                          % (target, node_fit.HOSTNAME_LABEL, have))
-            selector[node_fit.HOSTNAME_LABEL] = target
-        return selector
+        if target and missing_names(self.reader, [("node", target, "target_node")])[0]:
+            self.fail("no node can take VirtualMachineInstance %s/%s: target node '%s' does not exist"
+                      % (self.ns, self.name, target))
 
     def read_vmi(self):
         def unreadable(why):
@@ -404,6 +437,8 @@ class Migration:
                       "admission still refuses a VMI that is not migratable" % (self.ns, self.name, why))
         vmi = unless_forbidden(lambda: self.reader.get_vmi(self.ns, self.name), unreadable)
         if vmi is None and self.vmi_readable:
+            if missing_names(self.reader, [("namespace", self.ns, "namespace")])[0]:
+                self.fail("namespace '%s' does not exist" % self.ns)
             self.fail("VirtualMachineInstance %s/%s not found (is the VM running?)" % (self.ns, self.name))
         return vmi
 
@@ -473,6 +508,7 @@ class Migration:
 
     def present(self):
         selector = self.selector()
+        self.check_target_node()
         vmi = self.vmi = self.read_vmi()
         if vmi is not None:
             self.refuse_if(not_running(vmi))

@@ -26,11 +26,8 @@ import copy
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import (
-    ApiException,
-    KubeVirtError,
-    is_forbidden,
-)
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import KubeVirtError
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.module_runner import bound_errors, missing_names
 
 # Our keys on an option; ansible-core's validator is given the option without them.
 OWN_KEYS = ("question", "min", "max", "format", "exists", "survey", "description")
@@ -61,6 +58,11 @@ def entry_point(spec):
             raise SpecError("%s: format is one of %s, exists one of %s" % (name, FORMATS, LOOKUPS))
         if option.get("required") and "default" in option:
             raise SpecError("%s: a required option has no default" % name)
+        bounds = [option.get(key) for key in ("min", "max") if option.get(key) is not None]
+        if any(not isinstance(bound, int) or isinstance(bound, bool) for bound in bounds):
+            raise SpecError("%s: min and max are integers" % name)
+        if len(bounds) == 2 and bounds[0] > bounds[1]:
+            raise SpecError("%s: min is more than max" % name)
     return main
 
 
@@ -74,10 +76,7 @@ def _check_option(name, option, value):
     errors = []
     low, high = option.get("min"), option.get("max")
     if option["type"] == "int":
-        if low is not None and value < low:
-            errors.append("%s is %d; the least allowed is %d" % (name, value, low))
-        if high is not None and value > high:
-            errors.append("%s is %d; the most allowed is %d" % (name, value, high))
+        errors.extend(bound_errors(name, value, option))   # as a module's options are checked (module_runner.py)
     elif option["type"] == "str":
         if not value and (option.get("required") or (low or 0) > 0):
             errors.append("%s is empty; it needs a value" % name)
@@ -194,19 +193,14 @@ class Preflight:
             raise KubeVirtError("The variables do not fit the playbook: %s." % "; ".join(errors))
 
     def run(self):
-        missing = []
-        for kind, wanted in sorted(lookups(self.spec, self.values).items()):
-            read = self.reader.node if kind == "node" else self.reader.namespace
-            for item, variable in wanted:
-                try:
-                    found = read(item)
-                except ApiException as exc:
-                    if not is_forbidden(exc):
-                        raise
-                    self.warnings.append("not allowed to read %s %s (%s): not checked" % (kind, item, variable))
-                    continue
+        wanted = [(kind, item, variable) for kind, items in sorted(lookups(self.spec, self.values).items())
+                  for item, variable in items]
+        missing, unreadable = missing_names(self.reader, wanted)
+        for kind, item, variable in unreadable:
+            self.warnings.append("not allowed to read %s %s (%s): not checked" % (kind, item, variable))
+        for kind, item, variable in wanted:
+            if (kind, item, variable) not in unreadable:
                 self.result["checked"][kind].append(item)
-                if found is None:
-                    missing.append("%s %s (%s) does not exist" % (kind, item, variable))
         if missing:
-            raise KubeVirtError("The variables do not fit the cluster: %s." % "; ".join(missing))
+            raise KubeVirtError("The variables do not fit the cluster: %s." % "; ".join(
+                "%s %s (%s) does not exist" % item for item in missing))

@@ -30,6 +30,11 @@ description:
     so a task needs only O(spec). Names given in O(values) win.
   - Variables not in the spec are ignored. A read the user may not make (401 or 403) skips that lookup with a
     warning, as this collection's other modules do.
+  - Before any request, as every module of this collection does, it checks that the kubeconfig file(s) and context
+    it is given (for example through the playbook's C(module_defaults)) exist, and names them when they do not.
+  - The bounds C(min) and C(max) of a playbook's variables are worded as the bounds of this collection's modules'
+    options are (C(<variable> is -5; the least allowed is 1)); a spec whose C(min) or C(max) is not an integer, or
+    whose C(min) is more than its C(max), is an error of the spec.
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - vmsched.kubevirt.attributes
@@ -117,10 +122,14 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.module_runner imp
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.playbook_vars import Preflight
 
 
+def argument_spec():
+    spec = copy.deepcopy(AUTH_ARG_SPEC)
+    spec.update(spec=dict(type="dict", required=True), values=dict(type="dict", default={}))
+    return spec
+
+
 def main():
-    argument_spec = copy.deepcopy(AUTH_ARG_SPEC)
-    argument_spec.update(spec=dict(type="dict", required=True), values=dict(type="dict", default={}))
-    module = AnsibleK8SModule(argument_spec=argument_spec, supports_check_mode=True)
+    module = AnsibleK8SModule(argument_spec=argument_spec(), supports_check_mode=True)
     run_engine(module, Preflight, "vmsched.kubevirt/preflight", timed=False)
 
 

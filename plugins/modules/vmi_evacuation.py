@@ -29,6 +29,10 @@ description:
     (C(Running), C(LiveMigratable), no migration in flight, candidate nodes with room for it). A VMI that fails the
     preflight is reported and not migrated; with O(stop_on_failure=true) nothing is written at all then.
   - The module fails when any VMI could not be moved; RV(vmis) and RV(summary) say which and why.
+  - B(Input, before any request), the module checks the bounds of its numeric options, that O(target_nodes) and
+    O(added_node_selector) agree, and that the kubeconfig file(s) and context it would use exist, and fails naming
+    every option that is wrong. Then, before any write, that O(node) and every node of O(target_nodes) exist (a
+    name the user may not read is not checked).
   - VMIMs this module creates carry the labels C(app.kubernetes.io/managed-by=vmsched.kubevirt) and
     C(vmsched.kubevirt.io/evacuation-run).
 extends_documentation_fragment:
@@ -39,15 +43,17 @@ options:
   node:
     description:
       - Migrate the VMIs running on this node away from it.
-      - Required with O(cordon=true).
+      - Required with O(cordon=true). The node must exist; one that does not is named in the error.
     type: str
   namespace:
     description:
       - Only VMIs in this namespace. All namespaces when omitted.
+      - When no VMI is selected, a namespace that does not exist is an error naming it, not an empty run.
     type: str
   label_selector:
     description:
-      - Only VMIs with these labels, in Kubernetes label selector syntax (C(app=web,tier!=db)).
+      - Only VMIs with these labels, in Kubernetes label selector syntax (C(app=web,tier!=db)). One the API server
+        cannot parse is named in the error.
     type: str
   added_node_selector:
     description:
@@ -59,6 +65,7 @@ options:
     description:
       - Shorthand for C(kubernetes.io/hostname) in O(added_node_selector), for several nodes. Each VMI gets the
         candidate node from this list that has been given the fewest VMIs of this run so far.
+      - Each node must exist; those that do not are named in the error before anything is written.
       - A C(kubernetes.io/hostname) in O(added_node_selector) as well is an error.
     type: list
     elements: str
@@ -73,6 +80,8 @@ options:
       - At most this many migrations of this run in flight at once. KubeVirt's C(parallelMigrationsPerCluster) is
         the ceiling; a higher value is lowered to it. C(parallelOutboundMigrationsPerNode) always applies per
         source node.
+      - At least V(1); leave it out for KubeVirt's limits alone. A smaller value is refused before anything is
+        written.
     type: int
   stop_on_failure:
     description:
@@ -84,12 +93,15 @@ options:
     description:
       - Seconds each migration may take from its VMIM's creation; then its VMIM is deleted (KubeVirt aborts the
         migration) and the VMI counts as failed.
+      - At least V(1); a smaller value is refused before anything is written.
     type: int
     default: 600
   unschedulable_timeout:
     description:
       - Seconds KubeVirt lets a target pod stay unschedulable, written as the VMIM annotation
         C(kubevirt.io/migrationUnschedulablePodTimeoutSeconds). KubeVirt's default is 300.
+      - V(0) or more; V(0) fails a migration as soon as the scheduler reports its target pod unschedulable. A
+        negative value is refused before anything is written.
     type: int
 attributes:
   check_mode:

@@ -28,6 +28,10 @@ description:
     selector, the module attaches to it and waits; with another selector it fails and names it.
   - Waiting is event-driven (a watch resumed from the last resourceVersion); it survives watch disconnects and API
     server restarts by reading the VMIM again.
+  - B(Input, before any request), the module checks the bounds of its numeric options, that O(target_node) and
+    O(added_node_selector) agree, and that the kubeconfig file(s) and context it would use exist, and fails naming
+    every option that is wrong. Then, before any write, that O(target_node) exists and, when the VMI is not
+    found, its namespace (a name the user may not read is not checked).
   - VMIMs this module creates carry the label C(app.kubernetes.io/managed-by=vmsched.kubevirt).
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
@@ -41,7 +45,8 @@ options:
     required: true
   namespace:
     description:
-      - Namespace of the VirtualMachineInstance.
+      - Namespace of the VirtualMachineInstance. When the VMI is not found, a namespace that does not exist is named
+        in the error.
     type: str
     required: true
   state:
@@ -54,6 +59,7 @@ options:
   target_node:
     description:
       - Name of the node to migrate to; shorthand for C(kubernetes.io/hostname=<target_node>) in the selector.
+      - The node must exist; one that does not is named in the error before anything is written.
       - A different C(kubernetes.io/hostname) in O(added_node_selector) is an error.
     type: str
   added_node_selector:
@@ -91,7 +97,8 @@ options:
     default: true
   wait_timeout:
     description:
-      - How many seconds to wait for the migration to finish.
+      - How many seconds to wait for the migration to finish (and, with O(state=absent), for the cancelled one to go).
+      - At least V(1); a smaller value is refused before anything is written. Not to wait at all, set O(wait=false).
     type: int
     default: 600
   on_timeout:
@@ -105,6 +112,8 @@ options:
     description:
       - Seconds KubeVirt lets the target pod stay unschedulable before it fails the migration, written as the VMIM
         annotation C(kubevirt.io/migrationUnschedulablePodTimeoutSeconds). KubeVirt's default is 300.
+      - V(0) or more; V(0) fails the migration as soon as the scheduler reports the target pod unschedulable. A
+        negative value is refused before anything is written.
     type: int
 attributes:
   check_mode:

@@ -214,6 +214,9 @@ def test_lookups_name_what_must_exist():
     ({"type": "list"}, "type is one of"),
     ({"type": "str", "exists": "pod"}, "exists one of"),
     ({"type": "str", "required": True, "default": ""}, "a required option has no default"),
+    ({"type": "int", "default": 1, "min": "1"}, "min and max are integers"),
+    ({"type": "int", "default": 1, "max": True}, "min and max are integers"),
+    ({"type": "int", "default": 1, "min": 5, "max": 1}, "min is more than max"),
 ])
 def test_a_broken_spec_is_a_spec_error(option, message):
     with pytest.raises(pv.SpecError, match=message):

@@ -93,10 +93,10 @@ class FakeCluster:
     """The cluster. `forbidden`: reader methods answering 403. `prune_added_node_selector`: an API server that
     drops spec.addedNodeSelector (KubeVirt older than 1.6). `fail`: VMI name -> failureReason (None: the
     reason only in a Warning event). `stuck`: VMI names whose migrations never end. `land_on`: the target
-    node of a migration without a hostname in its selector."""
+    node of a migration without a hostname in its selector. `namespaces`: the namespaces that exist (None: any)."""
 
     def __init__(self, nodes=(), vmis=(), pods=(), vms=(), vmims=(), cr=None, forbidden=(),
-                 prune_added_node_selector=False, fail=None, stuck=(), land_on=None, openapi=None):
+                 prune_added_node_selector=False, fail=None, stuck=(), land_on=None, openapi=None, namespaces=None):
         self.objects = {}
         self.rv = 100
         for plural, items in ((VMIS, vmis), (VMS, vms), (VMIMS, vmims)):
@@ -111,6 +111,7 @@ class FakeCluster:
         self.fail = dict(fail or {})
         self.stuck = set(stuck)
         self.land_on = land_on
+        self.namespaces = None if namespaces is None else set(namespaces)
         self.events = []
         self.writes = []
         self.clock = [0.0]
@@ -179,6 +180,12 @@ class FakeCluster:
         self._check("node")
         found = [n for n in self._nodes if n["metadata"]["name"] == name]
         return copy.deepcopy(found[0]) if found else None
+
+    def namespace(self, name):
+        self._check("namespace")
+        if self.namespaces is not None and name not in self.namespaces:
+            return None
+        return {"metadata": {"name": name}}
 
     def active_pods(self):
         self._check("active_pods")

@@ -7,7 +7,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
+
+import pytest
+from kubernetes.client.rest import ApiException
+
 from ansible_collections.vmsched.kubevirt.plugins.module_utils import evacuation as e
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import KubeVirtError
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import VMIMS
 
 from .kubevirt_fakes import FakeCluster, failed, kubevirt_cr, launcher, node, ran, vmi
@@ -64,8 +70,7 @@ def test_the_caps_come_from_kubevirt_and_max_parallel_only_lowers_them():
     assert (summary["max_parallel"], summary["max_parallel_per_node"]) == (3, 1)
     assert summary["peak_in_flight"] == 1                  # one source node: the per-node cap binds
     assert run(cluster(on_n1("a")), node="n1", max_parallel=2).result["summary"]["max_parallel"] == 2
-    _engine, msg = failing(cluster(on_n1("a")), node="n1", max_parallel=0)
-    assert "max_parallel must be at least 1" in msg
+    assert e.Evacuation.BOUNDS["max_parallel"] == {"min": 1}    # 0 and less: refused before any client exists
 
 
 def test_target_nodes_are_spread_evenly_and_in_place_vmis_stay():
@@ -124,8 +129,8 @@ def test_cordon_once_and_fail_clearly_without_the_node():
     assert engine.result["cordoned"] is True and ("patch", "nodes", "n1") in fake.writes
     again = run(fake, node="n1", cordon=True)
     assert again.result["cordoned"] is False and again.result["changed"] is False
-    assert failing(fake, node="n9", cordon=True)[1] == "node n9 not found"
-    assert failing(fake, node="n9")[1] == "node n9 not found"
+    assert failing(fake, node="n9", cordon=True)[1] == "node 'n9' does not exist"
+    assert failing(fake, node="n9")[1] == "node 'n9' does not exist"
     forbidden = cluster(on_n1("a"), forbidden={"node"})
     _engine, msg = failing(forbidden, node="n1", cordon=True)
     assert "cordon=true needs to read and patch node n1: 403 Forbidden" in msg
@@ -165,3 +170,57 @@ def test_a_dropped_added_node_selector_is_not_created():
     assert "the API server dropped spec.addedNodeSelector" in entry["failure_reason"]
     assert engine.result["changed"] is True and fake.vmims() == []
     assert [w[0] for w in fake.writes if w[1] == VMIMS] == ["create", "delete"]
+
+
+# --- names and options checked before anything is written ---------------------------------------------------------
+
+
+def test_unknown_nodes_are_named_before_any_write():
+    fake = cluster(on_n1("a"))
+    _engine, msg = failing(fake, node="n1", cordon=True, target_nodes=["n2", "n9"])
+    assert msg == "target node 'n9' (target_nodes) does not exist"
+    assert fake.writes == []
+    _engine, msg = failing(fake, node="n8", target_nodes=["n9"])
+    assert msg == "node 'n8' does not exist; target node 'n9' (target_nodes) does not exist"
+    # A user who may not read nodes: not checked here (the node checks warn, KubeVirt still refuses).
+    engine = run(cluster(on_n1("a"), forbidden={"node"}), node="n1", target_nodes=["n2"])
+    assert engine.result["summary"]["migrated"] == 1
+
+
+def test_a_namespace_that_does_not_exist_is_named_not_an_empty_run():
+    fake = cluster(on_n1("a"), namespaces={"ns"})
+    _engine, msg = failing(fake, namespace="gone", label_selector="app=web", target_nodes=["n2"])
+    assert msg == "namespace 'gone' does not exist"
+    # Existing but empty, or not readable: nothing to do.
+    assert run(cluster([], namespaces={"ns"}), namespace="ns", target_nodes=["n2"]).result["summary"]["selected"] == 0
+    forbidden = cluster([], namespaces={"ns"}, forbidden={"namespace"})
+    assert run(forbidden, namespace="gone", target_nodes=["n2"]).result["changed"] is False
+
+
+def test_an_invalid_label_selector_is_named():
+    fake = cluster(on_n1("a"))
+
+    def refuse(namespace=None, label_selector=None):
+        raise _bad_request("unable to parse requirement: found '!'")
+    fake.list_vmis = refuse
+    _engine, msg = failing(fake, node="n1", label_selector="app!!web")
+    assert msg == "label_selector 'app!!web' is not a label selector: unable to parse requirement: found '!'"
+    assert fake.writes == []
+
+
+def _bad_request(message):
+    exc = ApiException(status=400, reason="Bad Request")
+    exc.body = json.dumps({"kind": "Status", "message": message})
+    return exc
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(target_nodes=["n2", " "]), "target_nodes has an empty name"),
+    (dict(target_nodes=["n2"], added_node_selector={"kubernetes.io/hostname": "n3"}),
+     "target_nodes and kubernetes.io/hostname in added_node_selector exclude each other"),
+])
+def test_contradicting_options_are_refused_by_check_params(overrides, message):
+    with pytest.raises(KubeVirtError) as info:
+        e.Evacuation.check_params(params(node="n1", **overrides))
+    assert str(info.value) == message
+    e.Evacuation.check_params(params(node="n1", target_nodes=["n2"]))

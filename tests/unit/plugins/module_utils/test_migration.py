@@ -172,6 +172,43 @@ def test_a_missing_vmi_is_an_error():
     assert "VirtualMachineInstance ns/nope not found" in msg
 
 
+def test_a_missing_namespace_is_named():
+    _engine, msg = failing(cluster(namespaces={"ns"}), namespace="gone")
+    assert msg == "namespace 'gone' does not exist"
+    # A user who may not read namespaces hears about the VMI.
+    _engine, msg = failing(cluster(namespaces={"ns"}, forbidden={"namespace"}), namespace="gone")
+    assert msg == "VirtualMachineInstance gone/web not found (is the VM running?)"
+
+
+def test_an_unknown_target_node_is_named_before_any_write():
+    fake = cluster()
+    _engine, msg = failing(fake, target_node="n9")
+    assert msg == "no node can take VirtualMachineInstance ns/web: target node 'n9' does not exist"
+    assert fake.writes == []
+    # Not checked when the user may not read nodes; the migration goes on.
+    assert run(cluster(forbidden={"node", "nodes"}), target_node="n2").result["target_node"] == "n2"
+    # state=absent ignores target_node.
+    assert run(cluster(), state="absent", target_node="n9").result["changed"] is False
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(name=""), "name is empty; it needs a value"),
+    (dict(namespace="", name=""), "name is empty; it needs a value; namespace is empty; it needs a value"),
+    (dict(target_node="n2", added_node_selector={"kubernetes.io/hostname": "n3"}),
+     "target_node=n2 conflicts with kubernetes.io/hostname=n3 in added_node_selector"),
+])
+def test_bad_options_are_refused_by_check_params(overrides, message):
+    with pytest.raises(m.KubeVirtError) as info:
+        m.Migration.check_params(params(**overrides))
+    assert str(info.value) == message
+
+
+def test_check_params_accepts_what_a_run_accepts():
+    m.Migration.check_params(params(target_node="n2", added_node_selector={"zone": "b"}))
+    m.Migration.check_params(params(state="absent", target_node="n2",
+                                    added_node_selector={"kubernetes.io/hostname": "n3"}))
+
+
 # --- idempotency and attaching ---------------------------------------------------------------------------------
 
 
