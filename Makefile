@@ -56,17 +56,25 @@ help: ## List the targets
 .PHONY: venv
 venv: $(STAMP) $(COLLECTION_LINK) ## Create .venv/ with the pinned tools (reruns when requirement files change)
 
+# The virtualenv lives in the cache, named by a hash of what it installs (the requirement files, the Python), so
+# that every clone reuses it; .venv links there. Never changed once built: new requirements make a new one.
+VENV_HOME = $(CACHE_HOME)/envs/dev-py$(PYTHON_MINOR)-$(REQUIREMENTS_HASH)
+CACHE_HOME := $(or $(VMSCHED_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/vmsched-kubevirt)
+PYTHON_MINOR = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+REQUIREMENTS_HASH = $(shell cat $(REQUIREMENTS) | sha256sum | cut -c1-12)
+
 $(STAMP): $(REQUIREMENTS)
-	@# Created once, then updated in place (processes may be running from it);
-	@# `make clean venv` starts from scratch.
-	@if [ ! -x $(BIN)/python ]; then \
-		$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ansible-core 2.19 needs Python >= 3.11: make PYTHON=...")'; \
-		printf '\n==> creating $(VENV)/ with %s\n' "$$($(PYTHON) --version)"; \
-		echo "$(PYTHON) -m venv $(VENV)"; $(PYTHON) -m venv $(VENV); \
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ansible-core 2.19 needs Python >= 3.11: make PYTHON=...")'
+	@home=$(VENV_HOME); mkdir -p "$$(dirname $$home)"; \
+	if [ -e $(VENV) ] && [ "$$(readlink $(VENV))" != "$$home" ]; then rm -rf $(VENV); fi; \
+	ln -sfn "$$home" $(VENV); \
+	exec 9>"$$home.lock"; flock 9; \
+	if [ ! -e "$$home/.installed" ]; then \
+		printf '\n==> creating %s with %s and installing $(REQUIREMENTS) (.venv links there)\n' "$$home" "$$($(PYTHON) --version)"; \
+		rm -rf "$$home"; $(PYTHON) -m venv "$$home"; \
+		"$$home/bin/python" -m pip install --quiet $(addprefix -r ,$(REQUIREMENTS)); \
+		out=$$("$$home/bin/python" -m pip check) || { echo "$$out"; exit 1; }; \
 	fi
-	$(call say,"installing $(REQUIREMENTS) into $(VENV)/")
-	$(BIN)/python -m pip install --quiet $(addprefix -r ,$(REQUIREMENTS))
-	@out=$$($(BIN)/python -m pip check) || { echo "$$out"; exit 1; }
 	@touch $@
 	@$(BIN)/ansible --version | sed -n 1p
 
@@ -197,7 +205,7 @@ molecule: venv cluster-up ## Molecule scenarios (extensions/molecule: default, c
 		$(BIN)/molecule test $(if $(MOLECULE_SCENARIOS),$(addprefix -s ,$(MOLECULE_SCENARIOS)),--all)
 
 # The ansible-core x kubernetes.core matrix of tests/matrix/matrix.yml: a virtualenv per ansible-core
-# and a collections tree per kubernetes.core under .build/matrix/, kept between runs (tests/matrix/README.md).
+# and a collections tree per kubernetes.core, cached outside the checkout by a hash of their content (tests/matrix/README.md).
 MATRIX := $(BIN)/python tests/matrix/matrix.py
 
 .PHONY: matrix-core
@@ -220,17 +228,22 @@ surveys: venv ## Regenerate the AWX surveys (playbooks/surveys/) from the playbo
 # make matrix-core's: they take longer than CI's budget leaves. make fleet runs site.yml over
 # the default control plane and one of an older Kubernetes minor (1.34.4), so the version logic
 # runs live on two releases in every CI run; make matrix (all four) is outside, for time.
+#
+# Every Go program the stages need is built from the start, in the background at the lowest priority
+# (tests/cluster/prebuild.py, its log in .build/prebuild.log), while the Python-only stages run; a stage that needs a
+# program still being built waits for it. The end prints each stage's time (also in .build/stages.tsv).
+TEST_STAGES := lint sanity units ee integration fleet molecule matrix-edges release-check
 .PHONY: test
-test: ## lint, sanity, units, ee, integration, fleet, molecule, matrix-edges, release-check, stopping at the first failure
-	@$(MAKE) lint
-	@$(MAKE) sanity
-	@$(MAKE) units
-	@$(MAKE) ee
-	@$(MAKE) integration
-	@$(MAKE) fleet
-	@$(MAKE) molecule
-	@$(MAKE) matrix-edges
-	@$(MAKE) release-check
+test: venv ## lint, sanity, units, ee, integration, fleet, molecule, matrix-edges, release-check, stopping at the first failure
+	@mkdir -p $(BUILD); : > $(BUILD)/stages.tsv; started=$$(date +%s); \
+	setsid nice -n 19 $(BIN)/python tests/cluster/prebuild.py --fleet '$(FLEET)' > $(BUILD)/prebuild.log 2>&1 & \
+	prebuild=$$!; \
+	trap 'kill -- -$$prebuild 2>/dev/null || true; tests/stage_table.sh $(BUILD)/stages.tsv $$started' EXIT; \
+	for stage in $(TEST_STAGES); do \
+		begun=$$(date +%s); rc=0; $(MAKE) $$stage || rc=$$?; \
+		printf '%s\t%s\t%s\n' "$$stage" "$$(( $$(date +%s) - begun ))" "$$rc" >> $(BUILD)/stages.tsv; \
+		[ $$rc -eq 0 ] || exit $$rc; \
+	done
 
 # --- local control plane and demo ---------------------------------------------------
 

@@ -29,6 +29,9 @@ import contextlib
 import fcntl
 import json
 import os
+import re
+import shutil
+import tempfile
 import time
 
 # Where upstream's hack/lib/version.sh stamps the version of Kubernetes binaries.
@@ -227,23 +230,39 @@ def kube_ldflags(version):
     return version_ldflags(version, stamp="kubernetes")
 
 
-def build_command(go, package, target, ldflags="", tags=""):
-    """go build argv for one main package."""
-    cmd = [go, "build", "-trimpath", "-o", str(target)]
+def build_command(go, packages, target, ldflags="", tags=""):
+    """go build argv for one main package (target: the file) or several (target: a directory).
+
+    Several packages in one invocation share its compile graph and link in parallel: a release's
+    programs build in one go build instead of one each.
+    """
+    if isinstance(packages, str):
+        packages = [packages]
+    cmd = [go, "build", "-trimpath", "-o", str(target) + (os.sep if len(packages) > 1 else "")]
     if tags:
         cmd += ["-tags", tags]
     if ldflags:
         cmd += ["-ldflags", ldflags]
-    return cmd + [package]
+    return cmd + list(packages)
 
 
-def get_command(go, package, version):
-    """go get argv that adds a package of the release to the wrapper module.
+def program_name(package):
+    """The file go build -o DIR writes for a main package: its last path element, a major-version suffix skipped."""
+    parts = package.rstrip("/").split("/")
+    if len(parts) > 1 and re.match(r"^v[0-9]+$", parts[-1]):
+        return parts[-2]
+    return parts[-1]
+
+
+def get_command(go, packages, version):
+    """go get argv that adds packages of the release (one or a list) to the wrapper module.
 
     Always package@version: a bare `go get package` means @upgrade and moves the
     wrapper to the module's newest release (k8s.io/kubernetes v1.37 for a v1.36 build).
     """
-    return [go, "get", "%s@%s" % (package, version)]
+    if isinstance(packages, str):
+        packages = [packages]
+    return [go, "get"] + ["%s@%s" % (package, version) for package in packages]
 
 
 def go_error_hint(text):
@@ -328,22 +347,28 @@ class GoBuilder:
     def build_wrapped(self, src, name, module, version, packages, targets, ldflags="", tags=""):
         """Build main packages of a module that cannot be `go install`ed, through a wrapper module in src.
 
-        packages and targets are parallel lists (package import path, output file).
-        Returns {target: seconds}. Holds a lock on src while it works, so two
-        builds of the same release do not rewrite the wrapper under each other.
+        packages and targets are parallel lists (package import path, output file). One go get and one
+        go build serve all of them. Returns {target: seconds of the build they shared}. Holds a lock on
+        src while it works, so two builds of the same release do not rewrite the wrapper under each other.
         """
-        durations = {}
         with locked(src + ".lock"):
             self.write_wrapper(src, name, module, version)
-            for pkg in packages:
-                self.run(get_command(self.go, pkg, version), cwd=src)
-            for pkg, target in zip(packages, targets):
-                started = time.monotonic()
-                self.run(build_command(self.go, pkg, target, ldflags=ldflags, tags=tags), cwd=src,
-                         what="go build %s@%s" % (pkg, version))
-                durations[str(target)] = time.monotonic() - started
-                self.log("%s: built %s in %.0fs" % (name, os.path.basename(str(target)), durations[str(target)]))
-        return durations
+            self.run(get_command(self.go, packages, version), cwd=src)
+            started = time.monotonic()
+            what = "go build %s@%s" % (" ".join(packages), version)
+            if len(packages) == 1:
+                self.run(build_command(self.go, packages, targets[0], ldflags=ldflags, tags=tags), cwd=src, what=what)
+            else:
+                built = tempfile.mkdtemp(dir=os.path.dirname(str(targets[0])) or None, prefix=".go-build-")
+                try:
+                    self.run(build_command(self.go, packages, built, ldflags=ldflags, tags=tags), cwd=src, what=what)
+                    for pkg, target in zip(packages, targets):
+                        os.replace(os.path.join(built, program_name(pkg)), str(target))
+                finally:
+                    shutil.rmtree(built, ignore_errors=True)
+            seconds = time.monotonic() - started
+            self.log("%s: built %s in %.0fs" % (name, ", ".join(os.path.basename(str(t)) for t in targets), seconds))
+        return dict((str(target), seconds) for target in targets)
 
 
 @contextlib.contextmanager

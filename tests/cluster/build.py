@@ -12,6 +12,7 @@ this script only knows what the local control plane needs and where it is cached
 Prints the directory holding the binaries. Warm runs only check files exist.
 """
 import argparse
+import hashlib
 import importlib.util
 import os
 import shutil
@@ -140,26 +141,53 @@ def link_from_sibling(bindir, name, binaries):
     return False
 
 
-def ensure_built():
-    """Return the directory of the pinned binaries, building what is missing."""
-    versions = read_versions()
+def ensure_built(versions=None):
+    """Return the directory of the pinned binaries (or of `versions`, read_versions' shape), building what is
+    missing. One build of a directory at a time: a second caller (make test's prebuild beside a stage) waits for
+    the first and then finds the binaries."""
+    versions = versions or read_versions()
     bindir = bin_dir(versions)
-    todo = [c for c in components(versions) if not all((bindir / b).exists() for b in c[2])]
-    if not todo:
+
+    def missing():
+        return [c for c in components(versions) if not all((bindir / b).exists() for b in c[2])]
+    if not missing():
         return bindir
     if shutil.which("go") is None:
         sys.exit("build.py: Go is not installed; .ci/run installs it (see README, Requirements).")
     bindir.mkdir(parents=True, exist_ok=True)
-    todo = [c for c in todo if not link_from_sibling(bindir, c[0], c[2])]
-    for name, version, binaries, builder in todo:
-        started = time.monotonic()
-        log(f"{name} {version}: cold build (kube-apiserver alone takes minutes on 2 cores)")
-        with tempfile.TemporaryDirectory(dir=bindir.parent) as tmp:
-            builder(Path(tmp))
-            for b in binaries:
-                os.replace(Path(tmp) / b, bindir / b)
-        log(f"{name} {version}: done in {time.monotonic() - started:.0f}s")
+    with gobuild.locked(str(bindir) + ".lock"):
+        todo = [c for c in missing() if not link_from_sibling(bindir, c[0], c[2])]
+        for name, version, binaries, builder in todo:
+            started = time.monotonic()
+            log(f"{name} {version}: cold build (kube-apiserver alone takes minutes on 2 cores)")
+            with tempfile.TemporaryDirectory(dir=bindir.parent) as tmp:
+                builder(Path(tmp))
+                for b in binaries:
+                    os.replace(Path(tmp) / b, bindir / b)
+            log(f"{name} {version}: done in {time.monotonic() - started:.0f}s")
     return bindir
+
+
+def build_descheduler(version):
+    """The descheduler binary of `version` (sigs.k8s.io/descheduler), stamped like upstream's, built once per stamp:
+    the integration tests run the real descheduler with the policy the role applied."""
+    ldflags = gobuild.version_ldflags(version, stamp="descheduler")
+    key = hashlib.sha256(ldflags.encode()).hexdigest()[:12]
+    out = cache_dir() / "bin" / f"descheduler-{version}-{key}"
+    binary = out / "descheduler"
+    if binary.exists():
+        return binary
+    out.mkdir(parents=True, exist_ok=True)
+    with gobuild.locked(str(out) + ".lock"):
+        if not binary.exists():
+            started = time.monotonic()
+            log(f"descheduler {version}: cold build")
+            go_builder().build_wrapped(
+                str(cache_dir() / "src" / f"descheduler-{version}"), "descheduler", "sigs.k8s.io/descheduler",
+                version, ["sigs.k8s.io/descheduler/cmd/descheduler"], [str(out / "descheduler.tmp")], ldflags=ldflags)
+            os.replace(out / "descheduler.tmp", binary)
+            log(f"descheduler {version}: done in {time.monotonic() - started:.0f}s")
+    return binary
 
 
 def main():

@@ -11,15 +11,18 @@ Molecule `default` scenario against the local control plane.
     python tests/matrix/matrix.py --edges --quick        # oldest and newest, some integration tests (make matrix-edges)
     python tests/matrix/matrix.py --only 2.16.19/6.0.0 --steps units
 
-Everything lives under .build/matrix/ and is kept between runs: a virtualenv is rebuilt only when
-its Python, its pins or requirements.txt change, a collections tree only when its wheel changes,
-and the wheels are cached outside the checkout (VMSCHED_CACHE, default ~/.cache/vmsched-kubevirt).
+Virtualenvs, collection trees and wheels live outside the checkout (VMSCHED_CACHE, default
+~/.cache/vmsched-kubevirt), named by a hash of what they hold, so every clone reuses them: a virtualenv
+is built again only when its Python, its pins or requirements.txt change, a collections tree only when
+its wheel changes.
 Each step's output goes to .build/matrix/logs/; the table of results is printed at the end and
 kept in .build/matrix/results-{all,edges,only}.json. Exits non-zero when any step failed.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import glob
 import hashlib
 import json
@@ -39,8 +42,13 @@ ROOT = HERE.parent.parent
 MATRIX = yaml.safe_load((HERE / "matrix.yml").read_text())
 BUILD = ROOT / ".build" / "matrix"
 LOGS = BUILD / "logs"
-CACHE = Path(os.environ.get("VMSCHED_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-             / "vmsched-kubevirt") / "pypi"
+CACHE_ROOT = Path(os.environ.get("VMSCHED_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+                  / "vmsched-kubevirt")
+CACHE = CACHE_ROOT / "pypi"
+# Virtualenvs and collection trees live in the cache, named by a hash of what they hold, so that every clone (a
+# CI run's fresh one included) reuses them; vmsched.kubevirt itself is this checkout's link (.build/collections).
+ENVS = CACHE_ROOT / "envs"
+CHECKOUT_COLLECTIONS = ROOT / ".build" / "collections"
 GET_PIP_CACHE = Path.home() / ".ansible" / "test" / "cache"
 STANDIN = ROOT / "tests" / "sanity" / "get_pip_standin.py"
 STANDIN_MARKER = "vmsched-kubevirt get-pip stand-in"
@@ -124,16 +132,31 @@ def tool_pins():
     return [pins[tool.lower()] for tool in MATRIX["tools"]]
 
 
+@contextlib.contextmanager
+def cached(name, wanted):
+    """(path, ready) of the cache entry `name` for the content `wanted`, under a lock: two clones never build it at
+    once. ready: it was built before (its stamp says so); else the caller builds it and writes the stamp."""
+    path = ENVS / f"{name}-{hashlib.sha256(wanted.encode()).hexdigest()[:12]}"
+    ENVS.mkdir(parents=True, exist_ok=True)
+    with open(f"{path}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        stamp = path / ".matrix-stamp"
+        yield path, stamp.exists() and stamp.read_text() == wanted
+
+
 def venv(core):
     """The virtualenv of one ansible-core: (path, seconds spent building it, 0 when reused)."""
     python, version = find_python(core["python"])
-    path = BUILD / f"venv-core{core['version']}"
     requirements = (ROOT / "requirements.txt").read_text()
     wanted = json.dumps({"python": version, "ansible-core": core["version"], "tools": tool_pins(),
                          "requirements.txt": hashlib.sha256(requirements.encode()).hexdigest()}, sort_keys=True)
-    stamp = path / ".matrix-stamp"
-    if stamp.exists() and stamp.read_text() == wanted and (path / "bin" / "ansible-test").exists():
-        return path, 0.0
+    with cached(f"venv-core{core['version']}", wanted) as (path, ready):
+        if ready and (path / "bin" / "ansible-test").exists():
+            return path, 0.0
+        return path, build_venv(path, python, version, core, wanted)
+
+
+def build_venv(path, python, version, core, wanted):
     started = time.monotonic()
     log(f"virtualenv {rel(path)}: Python {version}, ansible-core {core['version']}")
     shutil.rmtree(path, ignore_errors=True)
@@ -145,8 +168,8 @@ def venv(core):
     run([*pip, "install", "--quiet", f"ansible-core=={core['version']}", "-r", ROOT / "requirements.txt",
          *tool_pins()], out, env=env)
     run([*pip, "check"], out, env=env)
-    stamp.write_text(wanted)
-    return path, time.monotonic() - started
+    (path / ".matrix-stamp").write_text(wanted)
+    return time.monotonic() - started
 
 
 # --- collections ------------------------------------------------------------------------------------
@@ -171,11 +194,14 @@ def wheel(k8s):
 def collections(k8s):
     """The collections tree of one kubernetes.core version: (path, seconds spent building it, 0 when reused).
     Holds FROM_WHEEL's collections from the wheel and vmsched.kubevirt as a link to this checkout."""
-    path = BUILD / f"collections-k8s{k8s['version']}"
-    stamp = path / ".matrix-stamp"
     wanted = " ".join((k8s["sha256"],) + FROM_WHEEL)   # rebuilt when the wheel or the collections taken change
-    if stamp.exists() and stamp.read_text() == wanted:
-        return path, 0.0
+    with cached(f"collections-k8s{k8s['version']}", wanted) as (path, ready):
+        if ready:
+            return path, 0.0
+        return path, build_collections(path, k8s, wanted)
+
+
+def build_collections(path, k8s, wanted):
     started = time.monotonic()
     source = wheel(k8s)
     log(f"collections {rel(path)}: kubernetes.core {k8s['version']} from {source.name}")
@@ -188,11 +214,8 @@ def collections(k8s):
     found = manifest["collection_info"]["version"]
     if found != k8s["version"]:
         raise StepFailed(f"{source.name} bundles kubernetes.core {found}, matrix.yml expects {k8s['version']}")
-    link = path / "ansible_collections" / "vmsched" / "kubevirt"
-    link.parent.mkdir(parents=True)
-    link.symlink_to(os.path.relpath(ROOT, link.parent))
-    stamp.write_text(wanted)
-    return path, time.monotonic() - started
+    (path / ".matrix-stamp").write_text(wanted)
+    return time.monotonic() - started
 
 
 # --- the steps -----------------------------------------------------------------------------------------
@@ -200,7 +223,8 @@ def collections(k8s):
 def ansible_env(combo, **extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "VIRTUAL_ENV", "PYTHONPATH"))}
     env.update(PATH=f"{combo['venv'] / 'bin'}{os.pathsep}{env.get('PATH', '')}",
-               ANSIBLE_COLLECTIONS_PATH=str(combo["collections"]), PIP_DISABLE_PIP_VERSION_CHECK="1", **extra)
+               ANSIBLE_COLLECTIONS_PATH=f"{CHECKOUT_COLLECTIONS}{os.pathsep}{combo['collections']}",
+               PIP_DISABLE_PIP_VERSION_CHECK="1", **extra)
     return env
 
 

@@ -19,6 +19,7 @@ version stamped where KubeVirt's hack/version.sh stamps it.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -31,6 +32,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent.parent
+# The collection's Go build helpers (standard library only), for their lock; loaded by path like ../build.py does.
+_SPEC = importlib.util.spec_from_file_location("vmsched_gobuild", ROOT / "plugins" / "module_utils" / "gobuild.py")
+gobuild = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(gobuild)
 SHARED_SOURCES = ROOT.parent / "shared" / "kubevirt"
 UPSTREAM_ARCHIVE = "https://github.com/kubevirt/kubevirt/archive/refs/tags/{version}.tar.gz"
 
@@ -146,30 +151,38 @@ def ldflags(version: str) -> str:
 
 
 def ensure_built(version: str) -> Path:
-    """The directory with the four programs of `version`, built when missing."""
+    """The directory with the four programs of `version`, built when missing. One build of a release at a time:
+    a second caller (make test's prebuild beside a stage) waits for the first and then finds the programs."""
     out = bin_dir(version)
-    missing = [name for name in PROGRAMS if not (out / name).exists()]
-    if not missing:
+    if all((out / name).exists() for name in PROGRAMS):
         return out
     if shutil.which("go") is None:
         raise BuildError("Go is not installed; .ci/run installs it (README, Requirements)")
-    src = source_dir(version)
     out.mkdir(parents=True, exist_ok=True)
+    with gobuild.locked(str(out) + ".lock"):
+        missing = [name for name in PROGRAMS if not (out / name).exists()]
+        if missing:
+            _build(version, out, missing)
+    return out
+
+
+def _build(version, out, missing):
+    src = source_dir(version)
     env = dict(os.environ, GOFLAGS="-mod=vendor -buildvcs=false", GOPROXY="off", CGO_ENABLED="0",
                GOTOOLCHAIN="local")
     started = time.monotonic()
     log(f"KubeVirt {version}: cold build of {', '.join(missing)} (a few minutes on 2 cores)")
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        # One go build for every missing program: they share the compile graph and link in parallel.
+        cmd = ["go", "build", "-trimpath", "-ldflags", ldflags(version), "-o", tmp + os.sep,
+               *(PROGRAMS[name] for name in missing)]
+        log("$ " + " ".join(cmd))
+        result = subprocess.run(cmd, cwd=src, env=env, check=False, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise BuildError(f"building {', '.join(missing)} of KubeVirt {version} failed:\n{result.stderr[-3000:]}")
         for name in missing:
-            cmd = ["go", "build", "-trimpath", "-ldflags", ldflags(version), "-o", str(Path(tmp) / name),
-                   PROGRAMS[name]]
-            log("$ " + " ".join(cmd))
-            result = subprocess.run(cmd, cwd=src, env=env, check=False, capture_output=True, text=True)
-            if result.returncode != 0:
-                raise BuildError(f"building {name} of KubeVirt {version} failed:\n{result.stderr[-3000:]}")
             os.replace(Path(tmp) / name, out / name)
     log(f"KubeVirt {version}: built in {time.monotonic() - started:.0f}s into {out}")
-    return out
 
 
 def main(argv=None):

@@ -7,6 +7,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import os
 
 import pytest
 
@@ -21,6 +22,7 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.gobuild import (
     go_env_overrides,
     kube_ldflags,
     parse_download,
+    program_name,
     published_version,
     replaces_from_gomod,
     version_ldflags,
@@ -242,8 +244,15 @@ class FakeGo:
         if verb == "mod edit":
             return 0, json.dumps(self.gomod), ""
         if verb == "build":
-            with open(cmd[cmd.index("-o") + 1], "w") as handle:
-                handle.write("binary")
+            out = cmd[cmd.index("-o") + 1]
+            packages = [a for a in cmd[cmd.index("-o") + 2:] if "/" in a and not a.startswith("-")]
+            if out.endswith(os.sep):
+                for package in packages:
+                    with open(os.path.join(out, program_name(package)), "w") as handle:
+                        handle.write("binary")
+            else:
+                with open(out, "w") as handle:
+                    handle.write("binary")
         return 0, "", ""
 
 
@@ -268,6 +277,29 @@ def test_build_wrapped_writes_wrapper_and_builds(tmp_path):
     assert all(c[2]["GOTOOLCHAIN"] == "local" and c[2]["CGO_ENABLED"] == "0" and c[2]["GOARCH"] == "arm64"
                for c in fake.calls)
     assert fake.calls[-1][1] == src
+
+
+def test_build_wrapped_builds_a_release_in_one_go_build(tmp_path):
+    fake = FakeGo(KUBERNETES_GOMOD)
+    builder = GoBuilder(runner=fake)
+    out = tmp_path / "out"
+    out.mkdir()
+    commands = ["kube-apiserver", "kube-scheduler", "kubectl"]
+    targets = [str(out / c) for c in commands]
+    durations = builder.build_wrapped(str(tmp_path / "src"), "kubernetes", "k8s.io/kubernetes", "v1.36.3",
+                                      ["k8s.io/kubernetes/cmd/%s" % c for c in commands], targets)
+    assert sorted(durations) == sorted(targets)
+    verbs = [c[0][1] for c in fake.calls]
+    assert verbs.count("get") == 1 and verbs.count("build") == 1
+    get = [c[0] for c in fake.calls if c[0][1] == "get"][0]
+    assert get[2:] == ["k8s.io/kubernetes/cmd/%s@v1.36.3" % c for c in commands]
+    assert sorted(os.listdir(str(out))) == sorted(commands)
+
+
+def test_program_name_is_what_go_build_writes():
+    assert program_name("k8s.io/kubernetes/cmd/kube-apiserver") == "kube-apiserver"
+    assert program_name("go.etcd.io/etcd/server/v3") == "server"
+    assert program_name("./cmd/virt-api") == "virt-api"
 
 
 def test_build_failure_carries_go_output_and_hint(tmp_path):

@@ -1,0 +1,65 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Build every Go program `make test` runs, in the order its stages need them, into the cache.
+
+    prebuild.py [--fleet v1.34.4+map-beta] [--log FILE]
+
+`make test` starts this in the background at the lowest priority while its Python-only stages (lint, sanity,
+units) run, so that the cold builds use the cores those stages leave idle. Each build holds a lock per release
+(build.py, kubevirt/build.py): a stage that needs a program still being built waits for it instead of building
+it a second time. On a warm cache every step only checks that files exist. Prints one line per step with its time.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import build  # noqa: E402  pylint: disable=wrong-import-position
+from kubevirt import build as kubevirt_build  # noqa: E402  pylint: disable=wrong-import-position
+
+# The descheduler release the tests expect per Kubernetes minor: one table, the tests' own.
+_SPEC = importlib.util.spec_from_file_location("vmsched_releases", HERE.parent / "integration" / "releases.py")
+releases = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(releases)
+
+
+def steps(fleet):
+    """(what, build) in the order make test's stages need them."""
+    versions = build.read_versions()
+    minor = int(versions["KUBERNETES_VERSION"].lstrip("v").split(".")[1])
+    fleet_versions = dict(versions, KUBERNETES_VERSION=fleet.split("+")[0])
+    older = [v for v in versions["KUBEVIRT_VERSIONS"].split() if v != versions["KUBEVIRT_VERSION"]]
+    return ([(f"Kubernetes {versions['KUBERNETES_VERSION']}, etcd, KWOK", build.ensure_built),
+             (f"KubeVirt {versions['KUBEVIRT_VERSION']}",
+              lambda: kubevirt_build.ensure_built(versions["KUBEVIRT_VERSION"])),
+             (f"descheduler {releases.DESCHEDULER[minor]}",
+              lambda: build.build_descheduler(releases.DESCHEDULER[minor]))]
+            + [(f"KubeVirt {v}", lambda v=v: kubevirt_build.ensure_built(v)) for v in older]
+            + ([(f"Kubernetes {fleet_versions['KUBERNETES_VERSION']} (the fleet)",
+                 lambda: build.ensure_built(fleet_versions))] if fleet else []))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fleet", default="", help="the fleet's Kubernetes release (make fleet's FLEET)")
+    args = parser.parse_args()
+    started = time.monotonic()
+    for what, step in steps(args.fleet):
+        began = time.monotonic()
+        try:
+            step()
+        except (SystemExit, kubevirt_build.BuildError, build.gobuild.GoBuildError) as exc:
+            # The stage that needs it builds it again and fails there, with the error in its own output.
+            print(f"[prebuild] {what}: FAILED ({exc})", flush=True)
+            continue
+        print(f"[prebuild] {what}: ready after {time.monotonic() - began:.0f}s", flush=True)
+    print(f"[prebuild] everything ready in {time.monotonic() - started:.0f}s (pid {os.getpid()})", flush=True)
+
+
+if __name__ == "__main__":
+    main()
