@@ -13,8 +13,6 @@ namespace in their names (vmsched:<namespace>:<name>), so parallel runs do not c
 from __future__ import annotations
 
 import base64
-import hashlib
-import os
 import subprocess
 import sys
 import threading
@@ -237,8 +235,19 @@ def test_prometheus_with_token_secret(run, dyn, core, namespace, cleanup):
     assert ("Role", namespace, f"{NAME}-prometheus-token") not in owned(dyn, namespace)
 
 
+def test_evict_all_vms_is_refused_while_an_eviction_restarts_vms(run, namespace):
+    """The local KubeVirt CR sets no evictionStrategy: KubeVirt's default, None, restarts an evicted VM. A
+    descheduler that may evict every VM is refused before any write, naming the setting that fixes it."""
+    audit = Audit(namespace)
+    refused = run(metrics_source="kubernetes_metrics", evict_all_vms=True)
+    assert refused.failed and "descheduler_evict_all_vms=true" in refused.failure, refused.failure
+    assert "evictionStrategy is None" in refused.failure and "LiveMigrate" in refused.failure
+    assert audit.writes() == []
+
+
 def test_metrics_server_source_grants_metrics_access(run, dyn, core, namespace, cleanup):
-    result = run(metrics_source="kubernetes_metrics", evict_all_vms=True)
+    # evict_all_vms on a cluster whose evictions restart VMs: accepted only with unsafe_eviction=allow.
+    result = run(metrics_source="kubernetes_metrics", evict_all_vms=True, unsafe_eviction="allow")
     assert not result.failed, result.failure
     pol = policy(core, namespace)
     assert pol["metricsProviders"] == [{"source": "KubernetesMetrics"}]
@@ -261,6 +270,7 @@ def test_opt_in_vms(run, api_client, namespace, cleanup):
         custom.create_namespaced_custom_object("kubevirt.io", "v1", namespace, "virtualmachines", {
             "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": name, "labels": {"tier": tier}},
             "spec": {"runStrategy": "Halted", "template": {"metadata": {"labels": {"app": name}}, "spec": {
+                "evictionStrategy": "LiveMigrate",
                 "domain": {"cpu": {"cores": 1}, "memory": {"guest": "1Gi"}, "devices": {}}}}}})
     audit = Audit(namespace)
     missing = run(opt_in_vms=[{"name": "web", "namespace": namespace}, {"name": "nope", "namespace": namespace}])
@@ -289,6 +299,18 @@ def test_opt_in_vms(run, api_client, namespace, cleanup):
     again = run(**opt_in)
     assert not again.failed and again.changed == 0, [n for n, r in again.results if r.get("changed")]
 
+    # A VM written without an eviction strategy would restart when evicted (KubeVirt's default, None): refused,
+    # naming it, before the role writes anything.
+    custom.create_namespaced_custom_object("kubevirt.io", "v1", namespace, "virtualmachines", {
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": "legacy"},
+        "spec": {"runStrategy": "Halted", "template": {"metadata": {"labels": {"app": "legacy"}}, "spec": {
+            "domain": {"cpu": {"cores": 1}, "memory": {"guest": "1Gi"}, "devices": {}}}}}})
+    audit = Audit(namespace)
+    unsafe = run(opt_in_vms=[{"name": "legacy", "namespace": namespace}])
+    assert unsafe.failed and f"{namespace}/legacy: evictionStrategy None" in unsafe.failure, unsafe.failure
+    assert audit.writes() == []
+    assert not user_annotations(template("legacy"))
+
     audit = Audit(namespace)
     bad = run(opt_in_vm_selectors=[{"namespace": namespace, "label_selectors": ["tier in (db"]}], thresholds={
         "cpu": 10, "memory": 10, "pods": 10})
@@ -306,25 +328,9 @@ TEST_LABEL = "vmsched.kubevirt.io/test-descheduler"
 EVICT = "descheduler.alpha.kubernetes.io/evict"
 
 
-def build_descheduler():
-    """The descheduler binary of DESCHEDULER_VERSION, stamped like upstream's, built once per stamp."""
-    ldflags = build.gobuild.version_ldflags(DESCHEDULER_VERSION, stamp="descheduler")
-    key = hashlib.sha256(ldflags.encode()).hexdigest()[:12]
-    out = build.cache_dir() / "bin" / f"descheduler-{DESCHEDULER_VERSION}-{key}"
-    binary = out / "descheduler"
-    if not binary.exists():
-        out.mkdir(parents=True, exist_ok=True)
-        build.go_builder().build_wrapped(
-            str(build.cache_dir() / "src" / f"descheduler-{DESCHEDULER_VERSION}"), "descheduler",
-            "sigs.k8s.io/descheduler", DESCHEDULER_VERSION, ["sigs.k8s.io/descheduler/cmd/descheduler"],
-            [str(out / "descheduler.tmp")], ldflags=ldflags)
-        os.replace(out / "descheduler.tmp", binary)
-    return binary
-
-
 @pytest.fixture(scope="session")
 def descheduler_binary():
-    return build_descheduler()
+    return build.build_descheduler(DESCHEDULER_VERSION)
 
 
 @pytest.fixture

@@ -161,6 +161,11 @@ def test_new_vms_get_the_scheduler_that_then_schedules_them(
                                                annotations={EVICT: "false"}))
     assert scheduler_of(own) == "default-scheduler"
     assert evict_of(own) == "false"
+    # A VM without an eviction strategy would restart when evicted (the local KubeVirt CR sets none: KubeVirt's
+    # default, None): the scheduler, but no opt-in to eviction.
+    legacy = kv.create(VMS, selected, vm_manifest("legacy", run_strategy="Halted", eviction_strategy=None))
+    assert scheduler_of(legacy) == names["scheduler"]
+    assert evict_of(legacy) is None
     # An unselected namespace is untouched.
     elsewhere = kv.create(VMS, other_namespace, vm_manifest("elsewhere", run_strategy="Halted"))
     assert scheduler_of(elsewhere) is None
