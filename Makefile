@@ -263,8 +263,10 @@ cluster-down: venv ## Stop the local control plane (tests/cluster/cluster.py)
 # (not cordoned, so the fixture's nodes stay as they were), and the report. KWOK pulls no image, so site.yml computes
 # the scheduler image from the server version instead of looking it up in registry.k8s.io
 # (site_image_lookup=false); against a real cluster site.yml keeps its defaults.
-# SITE_ARGS adds ansible-playbook arguments to site.yml, e.g. SITE_ARGS=--check or
-# SITE_ARGS='-e site_vms_namespace=prod'.
+# The descheduler starts in its dry run (site.yml's default); its preview Job would never log on KWOK's nodes
+# (site_descheduler_dry_run_preview=false). SITE_ARGS adds ansible-playbook arguments to site.yml, e.g.
+# SITE_ARGS=--check or SITE_ARGS='-e site_vms_namespace=prod'. Against a user's cluster (KUBECONFIG set) site.yml
+# runs in check mode and prints what a real run would change: SITE_CHECK= runs it for real.
 DEMO_NAMESPACE ?= vmsched-demo
 DEMO_TARGET_NODE ?= node04
 # Same processor as node04 (Cascade Lake): KubeVirt only migrates to a node with the VM's CPU model.
@@ -272,20 +274,22 @@ DEMO_EVACUATION_TARGET ?= node02
 DEMO_EVACUATE_VARS = -e evacuate_node_name=$(DEMO_TARGET_NODE) -e evacuate_node_cordon=false \
 	-e evacuate_node_target_nodes=$(DEMO_EVACUATION_TARGET) -e evacuate_node_wait_timeout=120
 SITE_ARGS ?=
+SITE_CHECK ?= --check
 DEMO_PLAYBOOK = KUBECONFIG=$(LOCAL_KUBECONFIG) $(ANSIBLE_ENV) $(BIN)/ansible-playbook
 DEMO_REPORT_ONLY := -e site_image=false -e site_scheduler=false -e site_vm_defaults=false -e site_descheduler=false -e site_vms=false
 
 .PHONY: demo
 ifneq ($(USER_KUBECONFIG),)
-demo: venv ## Run playbooks/site.yml (against $KUBECONFIG if set, else demo VMs, site.yml and a migration locally)
-	$(call say,"site.yml against KUBECONFIG=$(USER_KUBECONFIG); the local control plane is not started")
-	KUBECONFIG=$(USER_KUBECONFIG) $(ANSIBLE_ENV) $(BIN)/ansible-playbook playbooks/site.yml $(SITE_ARGS)
+demo: venv ## Run playbooks/site.yml (in check mode against $KUBECONFIG if set, else demo VMs, site.yml and a migration locally)
+	$(call say,"site.yml $(SITE_CHECK) against KUBECONFIG=$(USER_KUBECONFIG) (SITE_CHECK= for a real run); the local control plane is not started")
+	KUBECONFIG=$(USER_KUBECONFIG) $(ANSIBLE_ENV) $(BIN)/ansible-playbook playbooks/site.yml $(SITE_CHECK) $(SITE_ARGS)
 else
 demo: venv cluster-up
 	$(call say,"demo VMs in namespace $(DEMO_NAMESPACE) of the local control plane")
 	$(DEMO_PLAYBOOK) playbooks/demo_vms.yml -e demo_vms_namespace=$(DEMO_NAMESPACE)
 	$(call say,"site.yml: scheduler image -> secondary scheduler -> VM defaults -> descheduler -> VM opt-in -> report")
-	$(DEMO_PLAYBOOK) playbooks/site.yml -e site_image_lookup=false -e site_vms_namespace=$(DEMO_NAMESPACE) $(SITE_ARGS)
+	$(DEMO_PLAYBOOK) playbooks/site.yml -e site_image_lookup=false -e site_vms_namespace=$(DEMO_NAMESPACE) \
+		-e site_descheduler_dry_run_preview=false $(SITE_ARGS)
 	$(call say,"migrate_vm.yml: $(DEMO_NAMESPACE)/demo-vm-01 to $(DEMO_TARGET_NODE)")
 	$(DEMO_PLAYBOOK) playbooks/migrate_vm.yml -e migrate_vm_namespace=$(DEMO_NAMESPACE) -e migrate_vm_name=demo-vm-01 \
 		-e migrate_vm_target_node=$(DEMO_TARGET_NODE) -e migrate_vm_wait_timeout=120
@@ -309,7 +313,7 @@ RELEASE_COLLECTIONS := $(RELEASE)/collections
 RELEASE_NAMESPACE := vmsched-release
 RELEASE_VARS := -e site_image_lookup=false -e site_vms_namespace=$(RELEASE_NAMESPACE) \
 	-e site_scheduler_namespace=$(RELEASE_NAMESPACE) -e site_descheduler_namespace=$(RELEASE_NAMESPACE) \
-	-e site_vm_defaults_name=$(RELEASE_NAMESPACE)
+	-e site_vm_defaults_name=$(RELEASE_NAMESPACE) -e site_descheduler_dry_run_preview=false
 RELEASE_PLAYBOOK = cd $(RELEASE) && env -u ANSIBLE_CONFIG KUBECONFIG=$(LOCAL_KUBECONFIG) ANSIBLE_LOCALHOST_WARNING=false ANSIBLE_INVENTORY_UNPARSED_WARNING=false \
 	ANSIBLE_COLLECTIONS_PATH=$(RELEASE_COLLECTIONS) $(RELEASE_VENV)/bin/ansible-playbook
 # Paths a tarball must not hold: local tooling, caches, test output.

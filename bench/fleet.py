@@ -35,7 +35,8 @@ def site_vars(ns):
     return {"site_image_lookup": False, "site_scheduler_name": f"{ns}-scheduler", "site_scheduler_namespace": ns,
             "site_scheduler_rollout_timeout": 120, "site_vm_defaults_name": f"{ns}-vm-defaults",
             "site_vm_defaults_namespaces": ns, "site_descheduler_name": f"{ns}-descheduler",
-            "site_descheduler_namespace": ns, "site_descheduler_rollout_timeout": 120, "site_vms_namespace": ns}
+            "site_descheduler_namespace": ns, "site_descheduler_rollout_timeout": 120, "site_vms_namespace": ns,
+            "site_descheduler_dry_run_preview": False}
 
 
 def vm(name):

@@ -45,7 +45,8 @@ def site_variables(namespace):
             "site_scheduler_namespace": namespace, "site_scheduler_rollout_timeout": 120,
             "site_vm_defaults_name": f"{namespace}-vm-defaults",
             "site_descheduler_name": f"{namespace}-descheduler", "site_descheduler_namespace": namespace,
-            "site_descheduler_rollout_timeout": 120, "site_vms_namespace": namespace}
+            "site_descheduler_rollout_timeout": 120, "site_vms_namespace": namespace,
+            "site_descheduler_dry_run_preview": False}
 
 
 def running_vmis(custom, namespace):

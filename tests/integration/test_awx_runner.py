@@ -154,7 +154,9 @@ def site_answers(ns):
     """site.yml confined to one namespace, as the Molecule scenarios run it (KWOK pulls no image)."""
     return {"site_image_lookup": "false", "site_scheduler_namespace": ns, "site_scheduler_rollout_timeout": 120,
             "site_descheduler_namespace": ns, "site_descheduler_rollout_timeout": 120, "site_vms_namespace": ns,
-            "site_vm_defaults_name": ns, "site_vm_defaults_namespaces": ns}
+            "site_vm_defaults_name": ns, "site_vm_defaults_namespaces": ns,
+            # KWOK's pods never log: no preview Job of the descheduler's dry run (site.yml's default).
+            "site_descheduler_dry_run_preview": "false"}
 
 
 def test_site_job_converges_then_checks_clean(kv, namespace, wait, job_user, tmp_path):

@@ -1,13 +1,28 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""playbooks/site.yml's survey checks and its read-only report step. The full flow (converge,
-idempotence, check mode, teardown) is proven by the Molecule scenarios of extensions/molecule/."""
+"""playbooks/site.yml's survey checks and its read-only report step, and teardown.yml leaving every VM schedulable.
+The full flow (converge, idempotence, check mode, teardown) is proven by the Molecule scenarios of
+extensions/molecule/; a first run with the defaults by test_first_run.py."""
 from __future__ import annotations
 
 import pytest
+from kubernetes import client
 
 from .playbook import ROOT, run_playbook
+from .vms import (  # noqa: F401  pylint: disable=unused-import
+    VMIS,
+    VMS,
+    kubevirt,
+    kv,
+    phase,
+    running_vmi,
+    start_vm,
+    vm_manifest,
+    vmim_manifest,
+    wait_migration,
+)
 
 SITE = ROOT / "playbooks" / "site.yml"
+TEARDOWN = ROOT / "playbooks" / "teardown.yml"
 REPORT_ONLY = {"site_image": False, "site_scheduler": False, "site_vm_defaults": False,
                "site_descheduler": False, "site_vms": False}
 
@@ -22,6 +37,10 @@ REPORT_ONLY = {"site_image": False, "site_scheduler": False, "site_vm_defaults":
     ({"site_scheduler_rollout_timeout": -1}, "site_scheduler_rollout_timeout is -1; the least allowed is 1"),
     ({"site_scheduler_namespace": "no-such-namespace"},
      "namespace no-such-namespace (site_scheduler_namespace) does not exist"),
+    ({"site_vms_all_namespaces": "true", "site_vms_namespace": "default"},
+     "site_vms_all_namespaces=true chooses the VMs of every namespace; leave site_vms_namespace empty"),
+    ({"site_vm_defaults_all_namespaces": True, "site_vm_defaults_namespaces": "a, b"},
+     "site_vm_defaults_all_namespaces=true gives the defaults to new VMs of every namespace"),
 ])
 def test_bad_survey_answers_fail_before_anything_runs(kubeconfig, answers, message):
     run = run_playbook(SITE, answers, kubeconfig)
@@ -46,3 +65,95 @@ def test_report_only_reads(kubeconfig):
     ran = {name for name, result in run.results if not result.get("skipped")}
     assert not ran & {"Deploy the secondary scheduler", "Deploy the descheduler", "Opt the selected VMs in",
                       "Default new VMs to the secondary scheduler"}, ran
+
+
+# --- teardown.yml leaves every VM schedulable ----------------------------------------------------------------
+
+def scoped(namespace, scheduler):
+    """site.yml confined to one namespace, with a scheduler name of its own: a schedulerName is cluster-wide, and
+    other runs on this control plane use the default one (KWOK pulls no image, and its pods log nothing for the
+    descheduler's preview)."""
+    return {"site_image_lookup": False, "site_scheduler_name": scheduler, "site_scheduler_namespace": namespace,
+            "site_scheduler_rollout_timeout": 120, "site_descheduler_namespace": namespace,
+            "site_descheduler_rollout_timeout": 120, "site_descheduler_dry_run_preview": False,
+            "site_vms_namespace": namespace, "site_vm_defaults_name": namespace,
+            "site_vm_defaults_namespaces": namespace, "site_report": False}
+
+
+def scheduler_of(vm):
+    return vm["spec"]["template"]["spec"].get("schedulerName")
+
+
+def restart(kv, namespace, name, wait):
+    """Stop the VM (its VMI goes), then start it: a new VMI from the VM's template."""
+    kv.patch(VMS, namespace, name, {"spec": {"runStrategy": "Halted"}})
+    wait(lambda: kv.get(VMIS, namespace, name) is None, f"VMI {namespace}/{name} gone", timeout=90)
+    kv.patch(VMS, namespace, name, {"spec": {"runStrategy": "Always"}})
+    return running_vmi(kv, namespace, name, wait, timeout=90)
+
+
+def migrate(kv, namespace, name, wait):
+    vmi = running_vmi(kv, namespace, name, wait)
+    kv.create("virtualmachineinstancemigrations", namespace, vmim_manifest(f"move-{name}", name))
+    wait_migration(kv, namespace, f"move-{name}", wait, timeout=120)
+    return vmi["status"]["nodeName"], kv.get(VMIS, namespace, name)["status"]["nodeName"]
+
+
+def test_teardown_refuses_while_vms_name_the_scheduler_and_leaves_every_vm_schedulable(kv, kubeconfig, namespace,
+                                                                                       wait):
+    scheduler = "s-" + namespace[2:]
+    answers = scoped(namespace, scheduler)
+    apps = client.AppsV1Api(kv.core.api_client)
+    start_vm(kv, namespace, "running", wait)          # runs on the default scheduler before site.yml
+    kv.create(VMS, namespace, vm_manifest("halted", run_strategy="Halted"))
+    try:
+        site = run_playbook(SITE, answers, kubeconfig)
+        assert not site.failed, site.failure or site.stdout[-3000:]
+        assert {scheduler_of(kv.get(VMS, namespace, n)) for n in ("running", "halted")} == {scheduler}
+        # A VM created now gets the scheduler from the VM defaults policy, which records nothing to restore. (The API
+        # server enforces the policy a moment after its write: probed with dry-run creates.)
+        wait(lambda: scheduler_of(kv.custom.create_namespaced_custom_object(
+            "kubevirt.io", "v1", namespace, VMS, vm_manifest("probe", run_strategy="Halted"), dry_run="All")) == scheduler,
+            "new VMs defaulted by the policy", timeout=30)
+        fresh_name = "fresh"
+        assert scheduler_of(kv.create(VMS, namespace, vm_manifest(fresh_name, run_strategy="Halted"))) == scheduler
+        # The halted VM starts on the secondary scheduler: its VMI names it (its launcher pod waits for it here).
+        kv.patch(VMS, namespace, "halted", {"spec": {"runStrategy": "Always"}})
+        vmi = wait(lambda: kv.get(VMIS, namespace, "halted"), f"VMI {namespace}/halted", timeout=60)
+        assert vmi["spec"]["schedulerName"] == scheduler
+
+        refused = run_playbook(TEARDOWN, answers, kubeconfig)
+        assert refused.failed
+        assert [n for n, r in refused.results if r.get("failed")] == ["Refuse to remove the scheduler while VMs still name it"]
+        message = refused.failure
+        assert f"Not removing the secondary scheduler {namespace}/{scheduler}" in message, message
+        vms_part, _sep, vmis_part = message.partition("Running VMIs that started with it")
+        assert f"{namespace}/{fresh_name}" in vms_part, message          # defaulted, no record: still named
+        assert f"{namespace}/halted" in vmis_part and f"{namespace}/running" not in vmis_part, message
+        assert "site_scheduler_remove_in_use=true" in message, message
+        # Nothing of the scheduler was removed; what comes before it was: the VMs vm_placement recorded restored.
+        assert apps.read_namespaced_deployment(scheduler, namespace)
+        assert {scheduler_of(kv.get(VMS, namespace, n)) for n in ("running", "halted")} == {None}
+
+        # What the message says to do: the scheduler out of the templates that name it, the VMIs restarted.
+        for vm in kv.list(VMS, namespace):
+            if scheduler_of(vm) == scheduler:  # a merge patch with null removes the field
+                kv.patch(VMS, namespace, vm["metadata"]["name"], {"spec": {"template": {"spec": {"schedulerName": None}}}})
+        assert restart(kv, namespace, "halted", wait)["spec"].get("schedulerName") in (None, "default-scheduler")
+
+        done = run_playbook(TEARDOWN, answers, kubeconfig)
+        assert not done.failed, done.failure or done.stdout[-3000:]
+        assert done.result("Refuse to remove the scheduler").get("skipped"), done.result("Refuse to remove")
+        with pytest.raises(client.ApiException) as gone:
+            apps.read_namespaced_deployment(scheduler, namespace)
+        assert gone.value.status == 404
+
+        # Every VM can move and start without the secondary scheduler: the default one places their pods.
+        for name in ("running", "halted"):
+            source, target = migrate(kv, namespace, name, wait)
+            assert source != target, name
+        kv.patch(VMS, namespace, fresh_name, {"spec": {"runStrategy": "Always"}})
+        assert running_vmi(kv, namespace, fresh_name, wait, timeout=90)["status"]["nodeName"]
+    finally:
+        # Whatever happened above: nothing of site.yml left (the namespace goes with the fixture).
+        run_playbook(TEARDOWN, dict(answers, site_scheduler_remove_in_use=True), kubeconfig)
