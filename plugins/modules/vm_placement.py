@@ -94,7 +94,7 @@ options:
         O(state=absent)). KubeVirt applies it at the VM's next restart; where the annotation would reach the running
         VMI at once (KubeVirt 1.6 and later), the annotation waits for that restart and a later run sets it. A VMI
         that is not live-migratable is left out.
-      - V(allow) opts them in anyway, with a warning per VM: the admin accepts that an eviction restarts them.
+      - V(allow) opts them in anyway, with a warning per VM; the admin accepts that an eviction restarts them.
     type: str
     choices: [refuse, skip, set_live_migrate, allow]
     default: refuse
