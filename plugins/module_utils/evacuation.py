@@ -6,6 +6,9 @@ Private to this collection. Each VMI is migrated as vmi_migration migrates one (
 migration.py: the same checks before any write, the same VMIM, the same result); this module
 adds which VMIs (selection, and those already in place), in what order, where (target_nodes
 spread), how many at once (KubeVirt's limits, MigrationBatch), cordoning, and the summary.
+A VMI whose migration is already in flight (KubeVirt's own evacuation after a drain, another
+user's) is judged as vmi_migration judges it (migration.judge_in_flight): adopted and followed
+in the same batch, counting against the limits, or failed.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -31,12 +34,17 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
     phase,
 )
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.migration import (
+    CANCELLING,
     VmiMigrator,
     cancel_vmim,
+    judge_in_flight,
     not_live_migratable,
     not_running,
+    origin,
     selector_conflict,
+    selector_of,
     summarize,
+    wanted_text,
 )
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.module_runner import missing_names
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.watch import (
@@ -64,13 +72,19 @@ class MigrationBatch:
     ResumableWatch, re-listed after 410 Gone or a transient error). A migration still in flight after `timeout`
     seconds (from its creation) is cancelled (its VMIM deleted) and counted as failed.
 
+    Adopted jobs (job["adopted"], job["vmim"] the migration someone else started, e.g. KubeVirt's evacuation) are
+    in flight from the start: they take room under both limits until they end, and are followed like the batch's
+    own, up to `timeout` seconds from the start; one still running then is left running (it is not the batch's)
+    and counted TimedOut. Following them needs `watch_all`: the watch is then on every VMIM of the namespace (or
+    the cluster), not on the run's label. create(job) may adopt too: return such a VMIM with job["adopted"] set.
+
     jobs: dicts with at least "namespace" and "source_node"; the batch adds "vmim" (last seen), "outcome"
     (Succeeded, Failed, Deleted, TimedOut, NotCreated, NotStarted), "error", "started" and "ended" (monotonic).
     create(job) -> the created VMIM; it raises KubeVirtError or ApiException when the VMIM cannot be created.
     """
 
     def __init__(self, custom, label_selector, limit, per_node, timeout, namespace=None, stop_on_failure=False,
-                 watch_factory=None, sleep=time.sleep, clock=time.monotonic):
+                 watch_factory=None, sleep=time.sleep, clock=time.monotonic, watch_all=False):
         self.custom = custom
         self.label_selector = label_selector
         self.limit = max(1, int(limit))
@@ -83,7 +97,9 @@ class MigrationBatch:
             call, args = custom.list_namespaced_custom_object, (GROUP, VERSION, namespace, VMIMS)
         else:
             call, args = custom.list_cluster_custom_object, (GROUP, VERSION, VMIMS)
-        self.watch = ResumableWatch(call, args, {"label_selector": label_selector}, watch_factory, sleep)
+        self.watch_all = watch_all
+        self.watch = ResumableWatch(call, args, {} if watch_all else {"label_selector": label_selector},
+                                    watch_factory, sleep)
         self.peak = 0
         self.stopped = False      # stop_on_failure tripped
         self._inflight = {}
@@ -107,7 +123,7 @@ class MigrationBatch:
 
     def _relist(self):
         """LIST the run's VMIMs: settle the in-flight ones that ended meanwhile; the resourceVersion to watch from."""
-        result = self.watch.list_call(*self.watch.list_args, label_selector=self.label_selector)
+        result = self.watch.list_call(*self.watch.list_args, **self.watch.selector)
         seen = {}
         for item in result.get("items") or []:
             meta = item.get("metadata") or {}
@@ -169,18 +185,25 @@ class MigrationBatch:
                 if self.stop_on_failure:
                     self.stopped = True
                 continue
-            meta = vmim.get("metadata") or {}
-            key = (meta.get("namespace") or job["namespace"], meta.get("name"))
-            job["vmim"] = vmim
-            job["deadline"] = job["started"] + self.timeout
-            self._inflight[key] = job
-            self._on_node[job["source_node"]] = self._on_node.get(job["source_node"], 0) + 1
-            self.peak = max(self.peak, len(self._inflight))
+            self._track(job, vmim)
+
+    def _track(self, job, vmim):
+        """From now on the job's migration is in flight: it takes room under both limits until it ends."""
+        meta = vmim.get("metadata") or {}
+        key = (meta.get("namespace") or job["namespace"], meta.get("name"))
+        job["vmim"] = vmim
+        job["deadline"] = job["started"] + self.timeout
+        self._inflight[key] = job
+        self._on_node[job["source_node"]] = self._on_node.get(job["source_node"], 0) + 1
+        self.peak = max(self.peak, len(self._inflight))
 
     def _expire(self):
         now = self.clock()
         for key, job in list(self._inflight.items()):
-            if now >= job["deadline"]:
+            if now >= job["deadline"] and job.get("adopted"):
+                self._finish(key, None, "TimedOut", "did not finish within %ss; not this run's migration (%s), so it "
+                                                    "was left running" % (self.timeout, origin(job["vmim"])))
+            elif now >= job["deadline"]:
                 try:
                     cancel_vmim(self.custom, key[0], key[1])
                     error = "did not finish within %ss; the VMIM was deleted (KubeVirt aborts the migration)" \
@@ -199,6 +222,13 @@ class MigrationBatch:
         for job in jobs:
             job.setdefault("outcome", "NotStarted")
             job.setdefault("error", None)
+        for job in jobs:
+            if job.get("adopted"):
+                if not self.watch_all:
+                    raise ValueError("following adopted migrations needs watch_all")
+                self._queue.remove(job)
+                job["started"] = self.clock()
+                self._track(job, job["vmim"])
         for etype, obj in self.watch.events(self._relist, self._remaining):
             if etype == "DELETED":
                 key = ((obj.get("metadata") or {}).get("namespace"), (obj.get("metadata") or {}).get("name"))
@@ -255,11 +285,12 @@ class Evacuation:
         self.m = VmiMigrator(reader, self.warn)
         self.run_id = uuid.uuid4().hex[:12]
         self.result = dict(changed=False, vmis=[], cordoned=False, node_checks="not run", kubevirt={},
-                           summary=dict(selected=0, to_migrate=0, migrated=0, failed=0, not_started=0,
+                           summary=dict(selected=0, to_migrate=0, migrated=0, failed=0, not_started=0, adopted=0,
                                         max_parallel=None, max_parallel_per_node=None, peak_in_flight=0,
                                         makespan_seconds=None, migration_seconds_total=None,
                                         run_label="%s=%s" % (RUN_LABEL, self.run_id)))
         self.assigned = {}
+        self.watch_all = False
 
     def fail(self, msg):
         raise KubeVirtError(msg)
@@ -331,25 +362,36 @@ class Evacuation:
         entry = dict(namespace=meta["namespace"], name=meta["name"], status="planned",
                      source_node=(vmi.get("status") or {}).get("nodeName"), target_node=None,
                      added_node_selector={}, candidates=[], migration=None, duration_seconds=None,
-                     failure_reason=None)
+                     failure_reason=None, adopted=False)
         self.result["vmis"].append(entry)
         return entry
 
     # --- preflight of one VMI -----------------------------------------------------------------------------
 
+    def judge(self, namespace, name, vmims, selector):
+        """A migration of the VMI in flight, judged against this run (migration.judge_in_flight): the run wants it
+        on a node matching added_node_selector, on one of target_nodes if given, off `node`."""
+        return judge_in_flight(vmims, namespace, name, selector, self.p["target_nodes"], self.p["node"])
+
+    def adopt(self, entry, found):
+        """Follow `found` (a migration in flight that goes where this run wants) as the VMI's migration."""
+        entry.update(adopted=True, migration=summarize(found.vmim), added_node_selector=selector_of(found.vmim))
+
     def preflight(self, vmi, selector, vmims):
-        """The VMI's entry with its selector and candidates, or KubeVirtError with the reason it cannot move."""
+        """The VMI's entry with its selector and candidates, and the migration in flight it adopts (None when the
+        run is to create one), or KubeVirtError with the reason it cannot move."""
         entry = self.entry(vmi)
         problem = not_running(vmi)
         if problem:
             raise KubeVirtError(problem)
-        unfinished = [m for m in vmims if (m.get("spec") or {}).get("vmiName") == entry["name"] and not is_final(m)]
-        if unfinished:
-            # virt-api refuses another migration while one has not ended, a cancelled one included
-            last = unfinished[-1]
-            raise KubeVirtError("another migration %s: VMIM %s (phase %s)" % (
-                "is being cancelled" if (last.get("metadata") or {}).get("deletionTimestamp") else "is in flight",
-                last["metadata"]["name"], phase(last) or "none yet"))
+        # virt-api refuses another migration while one has not ended, a cancelled one included
+        found = self.judge(entry["namespace"], entry["name"], vmims, selector)
+        if found is not None:
+            if not found.follows:
+                raise KubeVirtError(found.message + ("; wait for it, or cancel it with vmsched.kubevirt.vmi_migration "
+                                                     "and state=absent" if found.verdict != CANCELLING else ""))
+            self.adopt(entry, found)
+            return entry, found.vmim
         problem = not_live_migratable(vmi) or selector_conflict(vmi, selector)
         if problem:
             raise KubeVirtError(problem)
@@ -359,7 +401,7 @@ class Evacuation:
             if targets:
                 wanted[node_fit.HOSTNAME_LABEL] = self.least_assigned(targets)
             entry["added_node_selector"] = wanted
-            return entry
+            return entry, None
         results = self.m.fit(vmi, selector)[0]
         fits = node_fit.candidates(results)
         if targets:
@@ -373,7 +415,7 @@ class Evacuation:
         if targets:
             wanted[node_fit.HOSTNAME_LABEL] = self.least_assigned(fits)
         entry["added_node_selector"] = wanted
-        return entry
+        return entry, None
 
     def least_assigned(self, names):
         """Of `names`, the node this run has given the fewest VMIs so far (ties: target_nodes order, name)."""
@@ -442,15 +484,23 @@ class Evacuation:
             if ns not in vmims_by_ns:
                 vmims_by_ns[ns] = self.reader.list_vmims(ns)
             try:
-                entry = self.preflight(vmi, selector, vmims_by_ns[ns])
+                entry, adopted = self.preflight(vmi, selector, vmims_by_ns[ns])
             except KubeVirtError as exc:
                 entry = self.entry(vmi)
                 entry["status"] = "failed"
                 entry["failure_reason"] = str(exc)
                 continue
-            jobs.append(dict(namespace=ns, name=entry["name"], source_node=entry["source_node"], entry=entry))
+            job = dict(namespace=ns, name=entry["name"], source_node=entry["source_node"], entry=entry,
+                       evacuating=bool((vmi.get("status") or {}).get("evacuationNodeName")))
+            if adopted is not None:
+                job.update(adopted=True, vmim=adopted)
+            jobs.append(job)
 
         if self.check_mode:
+            for job in jobs:
+                if job.get("adopted"):
+                    job["entry"]["status"] = "adopted"
+            # Following a migration in flight is a change, as vmi_migration's attaching is.
             self.result["changed"] = bool(jobs) or cordon
             return self.verdict()
         if len(jobs) < len(to_move) and self.p["stop_on_failure"]:
@@ -466,11 +516,25 @@ class Evacuation:
         return self.verdict()
 
     def create(self, job):
-        """The batch's create: one VMIM as vmi_migration creates it, labelled with this run."""
+        """The batch's create: one VMIM as vmi_migration creates it, labelled with this run. When KubeVirt refuses
+        it because a migration of the VMI started since the preflight (KubeVirt's evacuation of a VMI whose pod was
+        evicted meanwhile), that one is judged as in the preflight and adopted if it goes where this run wants."""
         entry = job["entry"]
         selector = entry["added_node_selector"]
-        vmim = self.m.create(job["namespace"], job["name"], selector, True, self.p["unschedulable_timeout"],
-                             labels={RUN_LABEL: self.run_id})
+        try:
+            vmim = self.m.create(job["namespace"], job["name"], selector, True, self.p["unschedulable_timeout"],
+                                 labels={RUN_LABEL: self.run_id})
+        except KubeVirtError:
+            if not self.watch_all:
+                raise
+            found = self.judge(job["namespace"], job["name"], self.reader.list_vmims(job["namespace"], job["name"]),
+                               self.selector())
+            if found is None or not found.follows:
+                raise
+            self.adopt(entry, found)
+            job["adopted"] = True
+            self.result["changed"] = True
+            return found.vmim
         self.result["changed"] = True
         self.m.check_selector_kept(vmim, selector, "Use vmsched.kubevirt.vmi_migration with "
                                                    "strategy=vm_node_selector.")
@@ -479,11 +543,16 @@ class Evacuation:
 
     def migrate(self, jobs, limit):
         namespaces = set(job["namespace"] for job in jobs)
+        # Adopted migrations do not carry this run's label: watch every VMIM of the namespace (or cluster) then, and
+        # also when KubeVirt is evacuating a VMI this run is to migrate (its VMIM may come first: create adopts it).
+        self.watch_all = any(job.get("adopted") or job.get("evacuating") for job in jobs)
+        if any(job.get("adopted") for job in jobs):
+            self.result["changed"] = True
         batch = MigrationBatch(self.reader.custom, "%s=%s" % (RUN_LABEL, self.run_id), limit,
                                self.m.caps.parallel_outbound_per_node, self.p["wait_timeout"],
                                namespace=namespaces.pop() if len(namespaces) == 1 else None,
                                stop_on_failure=self.p["stop_on_failure"], watch_factory=self.m.watch_factory,
-                               sleep=self.m.sleep, clock=self.m.clock)
+                               sleep=self.m.sleep, clock=self.m.clock, watch_all=self.watch_all)
         batch.run(jobs, self.create)
         summary = self.result["summary"]
         summary["peak_in_flight"] = batch.peak
@@ -511,6 +580,8 @@ class Evacuation:
             entry.update(migration=out["migration"], duration_seconds=out["duration_seconds"])
             if outcome == "Succeeded":
                 entry.update(status="migrated", target_node=out["target_node"])
+                if entry["adopted"]:
+                    self.check_landing(entry, job["vmim"])
             else:
                 entry.update(status="failed", failure_reason=out["failure_reason"])
         elif outcome == "Deleted":
@@ -519,11 +590,37 @@ class Evacuation:
         else:
             entry.update(status="failed", failure_reason=job.get("error") or outcome)
 
+    def check_landing(self, entry, vmim):
+        """After an adopted migration (which may have had no selector of its own) succeeded: a warning when the VMI
+        landed where this run does not want it (on `node`, off target_nodes, not matching added_node_selector)."""
+        landed = entry["target_node"]
+        selector = self.selector()
+        targets = self.p["target_nodes"]
+        wrong = landed is None or landed == self.p["node"] or (targets and landed not in targets)
+        if not wrong and selector:
+            labels = self.node_labels(landed)
+            if labels is None:
+                labels = unless_forbidden(lambda: ((self.reader.node(landed) or {}).get("metadata") or {}).get(
+                    "labels") or {}, lambda why: None, default=None)
+            if labels is None:
+                self.warn("VirtualMachineInstance %s/%s: cannot read node %s, where the migration this run adopted "
+                          "(VMIM %s) ended: cannot tell whether it matches added_node_selector %s"
+                          % (entry["namespace"], entry["name"], landed, vmim["metadata"]["name"], selector))
+                return
+            wrong = not node_fit.matches_selector(labels, selector)
+        if wrong:
+            self.warn("VirtualMachineInstance %s/%s: the migration this run adopted, VMIM %s (%s), ended on %s, "
+                      "which is not what this run wants (%s); move it with vmsched.kubevirt.vmi_migration, or run "
+                      "vmsched.kubevirt.vmi_evacuation again without node"
+                      % (entry["namespace"], entry["name"], vmim["metadata"]["name"], origin(vmim),
+                         landed or "an unknown node", wanted_text(selector, targets, self.p["node"])))
+
     def verdict(self):
         """The summary's counts; fails naming the VMIs that could not be moved."""
         summary = self.result["summary"]
         for status in ("failed", "migrated", "not_started"):
             summary[status] = sum(1 for e in self.result["vmis"] if e["status"] == status)
+        summary["adopted"] = sum(1 for e in self.result["vmis"] if e.get("adopted"))
         failed = [e for e in self.result["vmis"] if e["status"] == "failed"]
         if failed:
             shown = "; ".join("%s/%s: %s" % (e["namespace"], e["name"], e["failure_reason"]) for e in failed[:5])

@@ -10,7 +10,11 @@ Private to this collection.
   carrying the selector annotation (selector_of reads it back) and, with addedNodeSelector,
   the check that the API server kept it, the wait (watch.py), cancelling, and the result of a
   migration that ended.
-- Migration is vmi_migration's engine on top of it: attaching to a migration in flight,
+- judge_in_flight is the one judgement of a migration already in flight (KubeVirt's own evacuation
+  after a drain or the descheduler, another user's, an earlier run's) against what a job wants:
+  follow it (its own selector is the job's, or it has none: then where it landed is checked after
+  it ended), fail (it goes elsewhere), or wait (it is being cancelled). Both modules use it.
+- Migration is vmi_migration's engine on top of it: following a migration in flight,
   idempotency, the strategies (spec.addedNodeSelector, or the VM's nodeSelector on KubeVirt
   older than 1.6), state=absent.
 - The evacuation (evacuation.py) adds selection, ordering, concurrency limits and the summary.
@@ -58,6 +62,7 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.module_runner imp
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.watch import ObjectWatcher, WaitTimeout
 
 SELECTOR_ANNOTATION = "vmsched.kubevirt.io/node-selector"
+EVACUATION_ANNOTATION = "kubevirt.io/evacuationMigration"   # on KubeVirt's own evacuation VMIMs: the node
 PROPAGATION_SECONDS = 30
 _UNREADABLE = object()
 
@@ -195,6 +200,99 @@ def failure_reason(vmim, reader=None, vmi=None):
     if state.get("abortStatus"):
         return "aborted (abortStatus %s)" % state["abortStatus"]
     return None
+
+
+# --- a migration already in flight -------------------------------------------------------------------------------
+
+ADOPT = "adopt"            # no selector of its own: it goes where the scheduler puts it; the landing is checked after
+ATTACH = "attach"          # its own selector is one the job asks for: it goes where the job wants
+CONFLICT = "conflict"      # its own selector is another: it goes elsewhere than the job wants
+CANCELLING = "cancelling"  # deleted, not ended yet: KubeVirt refuses another migration of the VMI until it has
+
+
+def origin(vmim):
+    """Who started a migration, in words: KubeVirt's evacuation of a node, this collection, or someone else."""
+    meta = (vmim or {}).get("metadata") or {}
+    node = (meta.get("annotations") or {}).get(EVACUATION_ANNOTATION)
+    if node:
+        return "KubeVirt's evacuation of node %s" % node
+    if (meta.get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY:
+        return "created by vmsched.kubevirt"
+    return "created by someone else"
+
+
+def goes_where_wanted(theirs, selector, hosts=None, avoid=None):
+    """Whether a VMIM whose own selector is `theirs` can only land where a job asking for `selector` wants the VMI:
+    the same selector, or (when `selector` names no host) the same with a kubernetes.io/hostname added that is one
+    of `hosts` (when given) and not `avoid` (the node being evacuated)."""
+    if theirs == selector:
+        return True
+    host = theirs.get(node_fit.HOSTNAME_LABEL)
+    if host is None or node_fit.HOSTNAME_LABEL in selector:
+        return False
+    rest = dict((k, v) for k, v in theirs.items() if k != node_fit.HOSTNAME_LABEL)
+    return rest == selector and (not hosts or host in hosts) and host != avoid
+
+
+def wanted_text(selector, hosts=None, avoid=None):
+    """What a job wants, in words (for the messages of judge_in_flight and the landing checks)."""
+    parts = []
+    if avoid:
+        parts.append("off node %s" % avoid)
+    if hosts:
+        parts.append("on one of %s" % ", ".join(hosts))
+    if selector or not parts:
+        parts.append("selector %s" % (selector or "{}"))
+    return ", ".join(parts)
+
+
+class InFlight:
+    """judge_in_flight's answer: `verdict` (ADOPT, ATTACH, CONFLICT, CANCELLING), the VMIM, and for CONFLICT and
+    CANCELLING the message that says why the VMI cannot be migrated now."""
+
+    def __init__(self, verdict, vmim, message=None):
+        self.verdict = verdict
+        self.vmim = vmim
+        self.message = message
+
+    @property
+    def follows(self):
+        """Whether the job follows this migration as its own (ADOPT, ATTACH)."""
+        return self.verdict in (ADOPT, ATTACH)
+
+    @property
+    def name(self):
+        return self.vmim["metadata"]["name"]
+
+
+def judge_in_flight(vmims, namespace, vmi_name, selector, hosts=None, avoid=None):
+    """The one judgement of a VMI's migration that has not ended, against a job that wants the VMI on a node
+    matching `selector` (and one of `hosts`, and not `avoid`; see goes_where_wanted). None when there is none.
+
+    virt-api refuses another migration of a VMI while one has not ended, so a job either follows that one or
+    cannot migrate the VMI now. A VMIM with no selector of its own (KubeVirt's evacuation after an eviction, a
+    plain migration) may land anywhere the scheduler puts it: ADOPT, and check the node it landed on after it
+    ended. One whose own selector (selector_of) goes only where the job wants: ATTACH. Any other: CONFLICT. One
+    deleted but not ended: CANCELLING."""
+    mine = [m for m in vmims if (m.get("spec") or {}).get("vmiName") == vmi_name and not is_final(m)]
+    if not mine:
+        return None
+    flying = in_flight(mine)
+    if not flying:
+        last = mine[-1]
+        return InFlight(CANCELLING, last, "migration %s of %s/%s is being cancelled (phase %s), and KubeVirt refuses "
+                                          "another migration of the VMI until it has ended"
+                        % (last["metadata"]["name"], namespace, vmi_name, phase(last) or "none yet"))
+    vmim = flying[-1]
+    theirs = selector_of(vmim)
+    if not theirs:
+        return InFlight(ADOPT, vmim)
+    if goes_where_wanted(theirs, selector, hosts, avoid):
+        return InFlight(ATTACH, vmim)
+    return InFlight(CONFLICT, vmim, "another migration of %s/%s is in flight: VMIM %s (phase %s, selector %s), %s; "
+                                    "it goes elsewhere than this job wants (%s)"
+                    % (namespace, vmi_name, vmim["metadata"]["name"], phase(vmim) or "none yet", theirs,
+                       origin(vmim), wanted_text(selector, hosts, avoid)))
 
 
 # --- what KubeVirt would refuse ---------------------------------------------------------------------------------
@@ -402,9 +500,10 @@ class Migration:
         self.custom = reader.custom
         self.warnings = []
         self.m = VmiMigrator(reader, self.warn)
-        self.result = dict(changed=False, migration=None, attached=False, source_node=None, target_node=None,
-                           duration_seconds=None, candidates=[], rejected=[], node_checks="not run",
-                           failure_reason=None, strategy=None, kubevirt={})
+        self.result = dict(changed=False, migration=None, attached=False, adopted=False, adopted_migration=None,
+                           source_node=None, target_node=None, duration_seconds=None, candidates=[], rejected=[],
+                           node_checks="not run", failure_reason=None, strategy=None, kubevirt={})
+        self.deadline = None
         self.vmi = None
         self.vmi_readable = True
 
@@ -523,24 +622,35 @@ class Migration:
             if vmi is not None:
                 self.result["source_node"] = (vmi.get("status") or {}).get("nodeName")
 
-        # Another migration in flight: attach to it when it wants the same thing.
-        flying = in_flight(vmims)
-        if flying:
-            vmim = flying[-1]
-            theirs = selector_of(vmim)
-            if theirs != selector:
-                self.fail("another migration of %s/%s is in flight: VMIM %s (phase %s, selector %s); wait for it, "
-                          "cancel it with state=absent, or ask for the same selector to attach to it"
-                          % (self.ns, self.name, vmim["metadata"]["name"], phase(vmim) or "none yet", theirs or "{}"))
+        # A migration in flight (KubeVirt's evacuation, someone else's, an earlier run's): follow it when it goes
+        # where this job wants (judge_in_flight); one being cancelled was waited for above (check mode: warned).
+        moved_elsewhere = False
+        found = judge_in_flight(vmims, self.ns, self.name, selector)
+        if found is not None and found.verdict == CONFLICT:
+            self.fail("%s; wait for it, cancel it with state=absent, or ask for its selector to attach to it"
+                      % found.message)
+        if found is not None and found.follows:
             self.result["attached"] = True
-            self.result["migration"] = summarize(vmim)
+            self.result["adopted"] = found.verdict == ADOPT
+            self.result["migration"] = summarize(found.vmim)
+            if found.verdict == ADOPT:
+                self.result["adopted_migration"] = self.result["migration"]
             if self.check_mode:
                 self.result["changed"] = True
                 return None
-            return self.finish(vmim)
+            self.finish(found.vmim, followed=True)
+            if found.verdict == ATTACH or self.landed_as_wanted(found.vmim, selector):
+                return None
+            vmi = self.vmi = self.read_vmi() if self.vmi_readable else None
+            if vmi is not None:
+                self.refuse_if(not_running(vmi))
+            if self.remaining() <= 0:
+                self.fail("wait_timeout (%ss) was spent following migration %s/%s; nothing else was done"
+                          % (self.p["wait_timeout"], self.ns, found.name))
+            moved_elsewhere = True
 
         # Idempotency: already where it should be.
-        if selector and vmi is not None and self.already_there(selector):
+        if selector and vmi is not None and not moved_elsewhere and self.already_there(selector):
             self.result["target_node"] = self.result["source_node"]
             self.result["node_checks"] = "not needed: the VMI already runs on a matching node"
             return None
@@ -560,6 +670,30 @@ class Migration:
             return self.migrate_through_vm(selector)
         vmim = self.create(selector, in_spec=(strategy == "added_node_selector"))
         return self.finish(vmim) if self.p["wait"] else None
+
+    def landed_as_wanted(self, vmim, selector):
+        """After an adopted migration (no selector of its own) succeeded: whether the VMI landed on a node matching
+        the selector. If not, a warning says so, and the job goes on from there with its own migration."""
+        landed = self.result["target_node"]
+        self.result["adopted_migration"] = self.result["migration"]     # as it ended
+        if not selector:
+            return True
+        if landed and self.on_matching_node(landed, selector):
+            return True
+        self.warn("VirtualMachineInstance %s/%s: the migration this module followed, VMIM %s (%s), ended on %s, "
+                  "which does not match selector %s; migrating it again from there"
+                  % (self.ns, self.name, vmim["metadata"]["name"], origin(vmim), landed or "an unknown node",
+                     selector))
+        self.result["migration"] = None
+        self.result["duration_seconds"] = None
+        self.result["target_node"] = None
+        return False
+
+    def remaining(self):
+        """Seconds left of wait_timeout, one deadline (monotonic) for every migration this run waits for."""
+        if self.deadline is None:
+            self.deadline = self.m.clock() + self.p["wait_timeout"]
+        return self.deadline - self.m.clock()
 
     def wait_cancelled(self, cancelling):
         """A migration of this VMI is being cancelled: virt-api refuses a new one until it has ended. Wait for it
@@ -581,19 +715,23 @@ class Migration:
             self.fail("VirtualMachineInstance %s/%s is %s" % (self.ns, self.name, problem))
 
     def already_there(self, selector):
-        source = self.result["source_node"]
-        if not source:
+        return self.on_matching_node(self.result["source_node"], selector)
+
+    def on_matching_node(self, name, selector):
+        """Whether node `name` matches the selector (a node the user may not read: only a hostname selector is
+        judged, node names being hostnames)."""
+        if not name:
             return False
         hostname_only = set(selector) == {node_fit.HOSTNAME_LABEL}
 
         def unreadable(why):
             if not hostname_only:
                 self.warn("cannot read node %s (%s): cannot tell whether the VMI is already on a matching node"
-                          % (source, why))
-        node = unless_forbidden(lambda: self.reader.node(source), unreadable, default=_UNREADABLE)
+                          % (name, why))
+        node = unless_forbidden(lambda: self.reader.node(name), unreadable, default=_UNREADABLE)
         if node is _UNREADABLE:
             # Node names are hostnames on every distribution this targets.
-            return hostname_only and selector[node_fit.HOSTNAME_LABEL] == source
+            return hostname_only and selector[node_fit.HOSTNAME_LABEL] == name
         return node_fit.matches_selector(((node or {}).get("metadata") or {}).get("labels"), selector)
 
     def resolve_strategy(self, selector):
@@ -640,18 +778,21 @@ class Migration:
             self.m.check_selector_kept(vmim, selector, "Use strategy=vm_node_selector.")
         return vmim
 
-    def finish(self, vmim):
+    def finish(self, vmim, followed=False):
+        """Wait for the migration (within what is left of wait_timeout) and take its result; `followed`: it is not
+        this module's (attached or adopted), which the messages say with who started it."""
         name = vmim["metadata"]["name"]
+        followed = " (followed, %s)" % origin(vmim) if followed else ""
         watcher = self.m.watcher(self.ns, name)
         try:
-            final = watcher.wait(self.p["wait_timeout"])
+            final = watcher.wait(max(self.remaining(), 0))
         except WaitTimeout as exc:
             self.result["migration"] = summarize(exc.last)
             cancel = self.p["on_timeout"] == "cancel"
             if cancel:
                 self.m.cancel(self.ns, name)
-            self.fail("migration %s/%s did not finish within %ss (last phase %s); %s"
-                      % (self.ns, name, self.p["wait_timeout"], phase(exc.last),
+            self.fail("migration %s/%s%s did not finish within %ss (last phase %s); %s"
+                      % (self.ns, name, followed, self.p["wait_timeout"], phase(exc.last),
                          "it was cancelled" if cancel else "it is still running"))
         if final is None:
             self.result["migration"] = summarize(watcher.last)
@@ -661,7 +802,8 @@ class Migration:
         self.result["duration_seconds"] = out["duration_seconds"]
         if out["phase"] == "Failed":
             self.result["failure_reason"] = out["failure_reason"]
-            self.fail("migration %s/%s of %s failed: %s" % (self.ns, name, self.name, out["failure_reason"]))
+            self.fail("migration %s/%s%s of %s failed: %s" % (self.ns, name, followed, self.name,
+                                                              out["failure_reason"]))
         self.result["changed"] = True
         self.result["target_node"] = out["target_node"]
         self.result["source_node"] = self.result["source_node"] or out["source_node"]

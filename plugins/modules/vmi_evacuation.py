@@ -22,12 +22,26 @@ description:
   - Concurrency is capped by KubeVirt's own limits, C(parallelMigrationsPerCluster) and
     C(parallelOutboundMigrationsPerNode), read from the KubeVirt CR (KubeVirt's defaults 5 and 2 when unset or
     unreadable), or lower with O(max_parallel). A VMIM counts from its creation until it is C(Succeeded), C(Failed)
-    or deleted; the next one is created as soon as a slot frees up.
+    or deleted; the next one is created as soon as a slot frees up. Adopted migrations (below) count from the start.
   - All migrations of a run are followed through a single watch on a per-run label
-    (C(vmsched.kubevirt.io/evacuation-run)), resumed after disconnects, not by polling.
+    (C(vmsched.kubevirt.io/evacuation-run)), resumed after disconnects, not by polling. When the run adopts
+    migrations, or KubeVirt is evacuating a VMI the run is to move, the watch is on every VMIM of O(namespace) (or of
+    the cluster) instead.
   - B(Preflight, before any write), every VMI to move is checked as M(vmsched.kubevirt.vmi_migration) checks one
-    (C(Running), C(LiveMigratable), no migration in flight, candidate nodes with room for it). A VMI that fails the
-    preflight is reported and not migrated; with O(stop_on_failure=true) nothing is written at all then.
+    (C(Running), C(LiveMigratable), no migration in flight that goes elsewhere, candidate nodes with room for it). A
+    VMI that fails the preflight is reported and not migrated; with O(stop_on_failure=true) nothing is written at all
+    then.
+  - B(Migrations already in flight are adopted) when they go where the run wants, as
+    M(vmsched.kubevirt.vmi_migration) judges them. This finishes the job after a C(kubectl drain) by hand or the
+    descheduler, whose evictions KubeVirt answers by migrating the VMIs itself (VMIMs C(kubevirt-evacuation-*),
+    annotated C(kubevirt.io/evacuationMigration)). Such a VMIM has no selector of its own and may land on any node
+    the scheduler picks. The run adopts it, counts it against the limits while it is in flight, follows it to its
+    end, reports its source, target and duration with RV(vmis[].adopted=true), and creates no VMIM for that VMI. When
+    it landed where the run does not want the VMI (still on O(node), not on one of O(target_nodes), not matching
+    O(added_node_selector)), a warning names the VMI, the VMIM, the node and what was wanted; the VMI counts as
+    migrated. A VMIM whose own selector is the run's (with a host of O(target_nodes), or any host but O(node)) is
+    adopted likewise. One with another selector of its own fails that VMI, saying it goes elsewhere than the run
+    wants. An adopted migration that fails counts the VMI as failed with KubeVirt's reason.
   - The module fails when any VMI could not be moved; RV(vmis) and RV(summary) say which and why.
   - B(Input, before any request), the module checks the bounds of its numeric options, that O(target_nodes) and
     O(added_node_selector) agree, and that the kubeconfig file(s) and context it would use exist, and fails naming
@@ -93,6 +107,8 @@ options:
     description:
       - Seconds each migration may take from its VMIM's creation; then its VMIM is deleted (KubeVirt aborts the
         migration) and the VMI counts as failed.
+      - An adopted migration may take this long from the start of the run; then the VMI counts as failed, and the
+        migration, not being this run's, is left running.
       - At least V(1); a smaller value is refused before anything is written.
     type: int
     default: 600
@@ -107,7 +123,8 @@ attributes:
   check_mode:
     support: full
     details:
-      - Runs the preflight only and writes nothing (no cordon, no VMIM); returns the plan in RV(vmis).
+      - Runs the preflight only and writes nothing (no cordon, no VMIM); returns the plan in RV(vmis), with the
+        migrations it would adopt (status V(adopted)).
   diff_mode:
     support: none
     details:
@@ -117,6 +134,8 @@ attributes:
     details:
       - With O(node), a second run finds no VMI left on the node and an already cordoned node, and reports
         C(changed=false).
+      - Adopting a migration already in flight reports C(changed=true), in check mode too (as
+        M(vmsched.kubevirt.vmi_migration) does when it attaches to one).
       - Without O(node), VMIs already on nodes matching O(added_node_selector) and O(target_nodes) are left alone.
         When the user may not read nodes, the module cannot tell which node labels a VMI's node has, and migrates
         the VMIs again when O(added_node_selector) is set.
@@ -124,11 +143,14 @@ notes:
   - KubeVirt 1.5 and later only let users bound to the ClusterRole C(kubevirt.io:migrate) (or cluster admins)
     create VMIMs; listing VMIs in all namespaces and cordoning need cluster-wide rights.
   - A user who may not list nodes gets the node checks skipped with a warning.
-  - The caps count this run's migrations only. Migrations started by others count against KubeVirt's limits too;
-    KubeVirt then holds this run's VMIMs in C(Pending) until a slot frees up, and they still count here.
-  - A VMI whose migration is already in flight (for example from an interrupted earlier run) fails the preflight
-    naming that VMIM; wait for it, or cancel it with M(vmsched.kubevirt.vmi_migration) and
-    O(vmsched.kubevirt.vmi_migration#module:state=absent).
+  - The caps count this run's migrations and the ones it adopted. Other migrations count against KubeVirt's limits
+    too; KubeVirt then holds this run's VMIMs in C(Pending) until a slot frees up, and they still count here.
+  - A VMI whose migration in flight goes elsewhere (its own selector is another) fails the preflight naming that
+    VMIM; wait for it, or cancel it with M(vmsched.kubevirt.vmi_migration) and
+    O(vmsched.kubevirt.vmi_migration#module:state=absent). So does one being cancelled.
+  - When KubeVirt starts evacuating a VMI between the preflight and this run's VMIM, KubeVirt refuses that VMIM,
+    and the run adopts KubeVirt's migration instead (it does so only for VMIs KubeVirt had marked for evacuation,
+    C(status.evacuationNodeName)).
   - The free-resource check looks at each VMI alone; it does not add up the VMIs this run sends to the same node.
   - For KubeVirt older than 1.6 with a selector, use M(vmsched.kubevirt.vmi_migration) with
     O(vmsched.kubevirt.vmi_migration#module:strategy=vm_node_selector) in a loop.
@@ -138,7 +160,8 @@ requirements:
 seealso:
   - module: vmsched.kubevirt.vmi_migration
   - module: kubernetes.core.k8s_drain
-    description: Drains a node by evicting pods; fails on KubeVirt's 429 evacuation answer.
+    description: Drains a node by evicting pods; fails on KubeVirt's 429 evacuation answer. After a drain by hand,
+      this module finishes the job, adopting KubeVirt's migrations.
   - name: KubeVirt live migration
     description: KubeVirt's user guide on live migration and its limits.
     link: https://kubevirt.io/user-guide/compute/live_migration/
@@ -196,7 +219,8 @@ vmis:
     status:
       description:
         - V(migrated), V(failed), V(not_started) (O(stop_on_failure) stopped the run first), V(planned) (check mode),
-          V(in_place) (already on a matching node; not moved).
+          V(adopted) (check mode; a migration in flight the run would follow), V(in_place) (already on a matching
+          node; not moved).
       type: str
       sample: migrated
     source_node:
@@ -208,7 +232,9 @@ vmis:
       type: str
       sample: node04
     added_node_selector:
-      description: The selector its VMIM carries (O(added_node_selector) plus the node picked from O(target_nodes)).
+      description:
+        - The selector its VMIM carries (O(added_node_selector) plus the node picked from O(target_nodes)); for an
+          adopted migration, that VMIM's own (V({}) for KubeVirt's evacuation).
       type: dict
       sample: {"topology.kubernetes.io/zone": "zone-b"}
     candidates:
@@ -217,9 +243,17 @@ vmis:
       elements: str
       sample: [node04]
     migration:
-      description: The VMIM as last seen (name, phase, phase timestamps, source and target node), V(null) if none.
+      description:
+        - The VMIM as last seen (name, phase, phase timestamps, source and target node), V(null) if none; when
+          RV(vmis[].adopted), the adopted VMIM.
       type: dict
       sample: {"name": "web01-migration-x7k2p", "phase": "Succeeded"}
+    adopted:
+      description:
+        - Whether the VMI's migration was already in flight and this run followed it instead of creating one
+          (KubeVirt's evacuation after a drain or the descheduler, another user's, an earlier run's).
+      type: bool
+      sample: false
     duration_seconds:
       description: Server-side time from the VMIM's creation to its terminal phase.
       type: float
@@ -247,7 +281,11 @@ summary:
       type: int
       sample: 20
     failed:
-      description: VMIs that failed the preflight, creation or migration.
+      description: VMIs that failed the preflight, creation or migration (an adopted one included).
+      type: int
+      sample: 0
+    adopted:
+      description: VMIs whose migration in flight the run adopted (or, in check mode, would adopt).
       type: int
       sample: 0
     not_started:
@@ -263,7 +301,7 @@ summary:
       type: int
       sample: 2
     peak_in_flight:
-      description: The most migrations of this run in flight at once.
+      description: The most migrations of this run in flight at once, adopted ones included.
       type: int
       sample: 2
     makespan_seconds:

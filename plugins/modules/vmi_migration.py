@@ -16,16 +16,29 @@ description:
   - Moves a running VirtualMachineInstance (VMI) to a node matching O(target_node) and O(added_node_selector) by
     creating a C(VirtualMachineInstanceMigration) (VMIM), and waits for it to finish.
   - B(Preflight, before any write), the module checks that the VMI exists and is C(Running), that its
-    C(LiveMigratable) condition is C(True) (otherwise it quotes KubeVirt's reason), that no other migration is in
-    flight, and which nodes could take the VMI. A node is a candidate when it satisfies the VMI's nodeSelector,
-    required node affinity and tolerations, is not cordoned, matches the added selector, is not the source node and
-    has room for the launcher pod's requests. With no candidate it fails and says, for the nearest nodes, why each
+    C(LiveMigratable) condition is C(True) (otherwise it quotes KubeVirt's reason), that no other migration going
+    elsewhere is in flight, and which nodes could take the VMI. A node is a candidate when it satisfies the VMI's
+    nodeSelector, required node affinity and tolerations, is not cordoned, matches the added selector, is not the
+    source node and has room for the launcher pod's requests. With no candidate it fails and says, for the nearest nodes, why each
     was rejected.
   - A user who may not list nodes or pods (for example one bound only to the ClusterRole C(kubevirt.io:migrate))
     gets these checks skipped with a warning; KubeVirt and the scheduler still enforce them. A user who may not
     read the VMI either gets the VMI checks skipped too.
-  - Already on a matching node, the module changes nothing. If a migration of the VMI is in flight with the same
-    selector, the module attaches to it and waits; with another selector it fails and names it.
+  - Already on a matching node, the module changes nothing.
+  - B(A migration already in flight) (KubeVirt's own evacuation after C(kubectl drain) or the descheduler evicted
+    the VMI's pod, a VMIM named C(kubevirt-evacuation-*); another user's; an earlier run's) is followed as part of
+    the job when it goes where the job wants, instead of failing. One whose own selector (C(spec.addedNodeSelector),
+    or the selector annotation this collection writes) is the requested one is attached to and waited for. One
+    with no selector of its own (KubeVirt's evacuation, a plain migration) may land on any node the scheduler
+    picks; the module adopts it, waits for it (within O(wait_timeout)), and then checks the node it landed on
+    against the selector. If it landed elsewhere, a warning names the VMI, the VMIM, that node and the selector,
+    and the module migrates the VMI on from there with its own VMIM, after the full preflight again from the new
+    node. That is safe because the adopted migration has ended (KubeVirt accepts a new one), nothing is written
+    before the preflight passes, and a node being drained is cordoned, so it is no candidate. RV(attached),
+    RV(adopted) and RV(adopted_migration) report it.
+  - An adopted or attached migration that fails fails the module with KubeVirt's reason (RV(failure_reason)). A
+    migration in flight with another selector of its own goes elsewhere than the job wants; the module fails
+    naming it, its selector and who started it. One being cancelled is waited for (within O(wait_timeout)).
   - Waiting is event-driven (a watch resumed from the last resourceVersion); it survives watch disconnects and API
     server restarts by reading the VMIM again.
   - B(Input, before any request), the module checks the bounds of its numeric options, that O(target_node) and
@@ -98,6 +111,8 @@ options:
   wait_timeout:
     description:
       - How many seconds to wait for the migration to finish (and, with O(state=absent), for the cancelled one to go).
+      - One deadline for the run; after an adopted migration that landed elsewhere, the module's own migration gets
+        what is left of it.
       - At least V(1); a smaller value is refused before anything is written. Not to wait at all, set O(wait=false).
     type: int
     default: 600
@@ -132,6 +147,8 @@ attributes:
       - Without either, every run migrates the VMI again.
       - When the user may read neither the VMI nor nodes, the module cannot tell where the VMI runs and migrates it.
       - O(state=absent) reports no change when no migration of the VMI is in flight.
+      - Following a migration already in flight (attached or adopted) reports C(changed=true), in check mode too;
+        the VMI moves during the run.
 notes:
   - KubeVirt 1.5 and later only let users bound to the ClusterRole C(kubevirt.io:migrate) (or cluster admins)
     create VMIMs.
@@ -190,7 +207,9 @@ EXAMPLES = r"""
 RETURN = r"""
 migration:
   description:
-    - The VMIM created, attached to or cancelled; V(null) when none was involved (already in place, check mode).
+    - The VMIM created, attached to, adopted or cancelled; V(null) when none was involved (already in place, check
+      mode). After an adopted migration that landed elsewhere, the module's own VMIM (RV(adopted_migration) has the
+      adopted one).
   returned: always
   type: dict
   contains:
@@ -233,10 +252,27 @@ migration:
       sample: {"app.kubernetes.io/managed-by": "vmsched.kubevirt"}
   sample: {"name": "web01-migration-x7k2p", "phase": "Succeeded"}
 attached:
-  description: Whether the module waited for a migration that was already in flight instead of creating one.
+  description:
+    - Whether the module followed a migration that was already in flight instead of creating one (its own selector
+      was the requested one, or it had none; see RV(adopted)).
   returned: always
   type: bool
   sample: false
+adopted:
+  description:
+    - Whether the migration followed had no selector of its own (KubeVirt's evacuation after a drain or the
+      descheduler, a plain migration), so the node it landed on was checked against the selector after it ended.
+  returned: always
+  type: bool
+  sample: false
+adopted_migration:
+  description:
+    - The adopted VMIM, as RV(migration) describes one (as last seen; in check mode still in flight), with
+      C(source_node) and C(target_node); V(null) unless RV(adopted).
+  returned: always
+  type: dict
+  sample: {"name": "kubevirt-evacuation-7xk2p", "phase": "Succeeded", "source_node": "node01",
+           "target_node": "node03"}
 source_node:
   description: The node the VMI ran on when the module started (V(null) if the VMI could not be read).
   returned: always

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import datetime
 
+import pytest
+from kubernetes import client
+
 from . import ansible_module
 from .vms import (  # noqa: F401  pylint: disable=unused-import
     VMIMS,
@@ -189,3 +192,59 @@ def test_every_moved_vmi_reports_its_source_and_target(kv, kubeconfig, namespace
         now = kv.get(VMIS, namespace, entry["name"])["status"]["nodeName"]
         assert (entry["source_node"], entry["target_node"]) == (SOURCE, now), entry
         assert (entry["migration"]["source_node"], entry["migration"]["target_node"]) == (SOURCE, now), entry
+
+
+def drain_pods(kv, ns, names):
+    """Evict the VMIs' launcher pods as `kubectl drain` does: KubeVirt answers 429 and evacuates each VMI itself
+    (VMIMs kubevirt-evacuation-*, annotated kubevirt.io/evacuationMigration with the node)."""
+    for name in names:
+        [pod] = kv.pods(ns, kv.get(VMIS, ns, name))
+        with pytest.raises(client.ApiException) as info:
+            kv.core.create_namespaced_pod_eviction(pod.metadata.name, ns, client.V1Eviction(
+                metadata=client.V1ObjectMeta(name=pod.metadata.name, namespace=ns)))
+        assert info.value.status == 429 and "Eviction triggered evacuation" in info.value.body, info.value.body
+
+
+def test_kubevirts_own_evacuations_are_adopted_and_count_against_the_caps(kv, kubeconfig, namespace, wait):
+    """Issue 26: an admin drained node01 by hand (KubeVirt evacuates the VMs itself) and runs the module to finish
+    the job. The VMs KubeVirt is moving are followed to their end and reported, flagged adopted, not failed; the
+    VM nobody moves yet gets this run's migration, only once KubeVirt's own leave room under
+    parallelOutboundMigrationsPerNode (2)."""
+    slow = {"sim.vmsched.kubevirt.io/migration-seconds": "15"}
+    start_vms_on(kv, namespace, 4, SOURCE, wait, annotations=slow)
+    evicted = ["vm00", "vm01", "vm02"]
+    drain_pods(kv, namespace, evicted)
+    theirs = wait(lambda: (found := {m["spec"]["vmiName"]: m for m in kv.list(VMIMS, namespace)
+                                     if m["metadata"]["name"].startswith("kubevirt-evacuation-")})
+                  and len(found) == 3 and found, "KubeVirt's evacuation VMIMs")
+    assert all(m["metadata"]["annotations"]["kubevirt.io/evacuationMigration"] == SOURCE for m in theirs.values())
+
+    rc, res = run_module(kubeconfig, {"node": SOURCE, "namespace": namespace})
+    assert rc == 0, res.get("msg")
+    assert res["changed"] is True
+    entries = {v["name"]: v for v in res["vmis"]}
+    assert sorted(entries) == ["vm00", "vm01", "vm02", "vm03"]
+    for name, entry in entries.items():
+        now = kv.get(VMIS, namespace, name)["status"]["nodeName"]
+        assert entry["status"] == "migrated", entry
+        assert (entry["source_node"], entry["target_node"]) == (SOURCE, now) and now != SOURCE, entry
+        assert entry["duration_seconds"] is not None and entry["duration_seconds"] > 0, entry
+        assert entry["adopted"] is (name in evicted), entry
+    for name in evicted:
+        assert entries[name]["migration"]["name"] == theirs[name]["metadata"]["name"], entries[name]
+        assert entries[name]["migration"]["phase"] == "Succeeded"
+    summary = res["summary"]
+    assert (summary["selected"], summary["to_migrate"], summary["migrated"], summary["failed"],
+            summary["adopted"]) == (4, 4, 4, 0, 3), summary
+
+    # The module created one VMIM only, for vm03; when it did, at most one of KubeVirt's was still in flight
+    # (parallelOutboundMigrationsPerNode 2, the run's own included).
+    vmims = kv.list(VMIMS, namespace)
+    ours = [m for m in vmims if RUN_LABEL in (m["metadata"].get("labels") or {})]
+    assert [m["spec"]["vmiName"] for m in ours] == ["vm03"], [m["metadata"]["name"] for m in vmims]
+    created = stamp(ours[0]["metadata"]["creationTimestamp"])
+    alive = [m["metadata"]["name"] for m in vmims if m["metadata"]["name"].startswith("kubevirt-evacuation-")
+             and stamp(m["metadata"]["creationTimestamp"]) <= created
+             and all(stamp(p["phaseTransitionTimestamp"]) > created
+                     for p in m["status"]["phaseTransitionTimestamps"] if p["phase"] in ("Succeeded", "Failed"))]
+    assert len(alive) <= 1, f"created while {alive} were in flight"

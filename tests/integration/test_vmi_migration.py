@@ -486,3 +486,34 @@ def test_quoted_live_migratable_reasons_are_kubevirts_own(kv, kubeconfig, namesp
                           f"{condition['reason']}: {condition['message']}")
     assert condition["reason"] == "InterfaceNotLiveMigratable"
     assert kv.list(VMIMS, namespace) == []
+
+
+# --- KubeVirt's own migrations (issue 26) -----------------------------------------------------------------------
+
+
+def test_kubevirts_evacuation_is_adopted_and_the_job_finished_from_where_it_landed(kv, kubeconfig, namespace, wait):
+    """The VM's launcher pod was evicted (a drain, the descheduler): KubeVirt migrates it itself, to node03 (the
+    other schedulable cpu=slow node). Asked for node01, the module follows KubeVirt's migration to its end instead of
+    failing, warns that it landed elsewhere, and migrates the VM on from there."""
+    vmi = start_vm(kv, namespace, "vm", wait, spec_extra={"nodeSelector": {"cpu": "slow"}},
+                   annotations={"sim.vmsched.kubevirt.io/migration-seconds": "8"})
+    source = vmi["status"]["nodeName"]
+    elsewhere = "node03" if source == "node01" else "node01"
+    [pod] = kv.pods(namespace, vmi)
+    with pytest.raises(client.ApiException) as info:
+        kv.core.create_namespaced_pod_eviction(pod.metadata.name, namespace, client.V1Eviction(
+            metadata=client.V1ObjectMeta(name=pod.metadata.name, namespace=namespace)))
+    assert info.value.status == 429, info.value.body
+    [theirs] = wait(lambda: [m for m in kv.list(VMIMS, namespace) if m["metadata"]["name"].startswith(
+        "kubevirt-evacuation-")], "KubeVirt's evacuation VMIM")
+
+    rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "target_node": source})
+    assert rc == 0, res.get("msg")
+    assert (res["attached"], res["adopted"], res["changed"]) == (True, True, True)
+    assert res["adopted_migration"]["name"] == theirs["metadata"]["name"]
+    assert res["adopted_migration"]["phase"] == "Succeeded" and res["adopted_migration"]["target_node"] == elsewhere
+    assert any(theirs["metadata"]["name"] in w and f"ended on {elsewhere}" in w and "migrating it again" in w
+               for w in res.get("warnings") or []), res.get("warnings")
+    assert res["migration"]["name"] != theirs["metadata"]["name"] and res["migration"]["phase"] == "Succeeded"
+    assert (res["migration"]["source_node"], res["migration"]["target_node"]) == (elsewhere, source)
+    assert (res["source_node"], res["target_node"]) == (source, source) and node_of(kv, namespace, "vm") == source

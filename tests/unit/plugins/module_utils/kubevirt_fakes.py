@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """An in-memory cluster for the engines' unit tests: the ClusterReader interface, the CustomObjectsApi and
 CoreV1Api calls the engines write with, and a watch that plays KubeVirt's part (a migration ends when it is
-watched: Succeeded on the node its addedNodeSelector names, or Failed for VMIs listed in `fail`)."""
+watched: Succeeded on the node its selector names, else on `land_on`, or Failed for VMIs listed in `fail`)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -79,6 +79,22 @@ def apply(obj, patch):
     return result
 
 
+def evacuation_vmim(vmi_name, name=None, node="n1", phase="Running", namespace="ns"):
+    """A VMIM as KubeVirt's evacuation controller creates it after an eviction of the VMI's pod (kubectl drain,
+    the descheduler): no selector of its own, the node in the kubevirt.io/evacuationMigration annotation."""
+    name = name or "kubevirt-evacuation-%s" % vmi_name
+    return {"metadata": {"name": name, "namespace": namespace, "uid": "uid-" + name,
+                         "creationTimestamp": "2026-01-01T00:00:00Z",
+                         "annotations": {"kubevirt.io/evacuationMigration": node}},
+            "spec": {"vmiName": vmi_name}, "status": {"phase": phase} if phase else {}}
+
+
+def evacuated(vmi_obj):
+    """The VMI as virt-api marks it when it answers the eviction of its pod with 429: status.evacuationNodeName."""
+    vmi_obj["status"]["evacuationNodeName"] = vmi_obj["status"]["nodeName"]
+    return vmi_obj
+
+
 def vmim(rv, phase=None, name="mig"):
     obj = {"metadata": {"name": name, "resourceVersion": str(rv), "creationTimestamp": "2025-01-01T00:00:00Z"},
            "status": {}}
@@ -114,6 +130,7 @@ class FakeCluster:
         self.namespaces = None if namespaces is None else set(namespaces)
         self.events = []
         self.writes = []
+        self.in_flight_at_create = []   # for each VMIM created: the migrations then in flight, the new one included
         self.clock = [0.0]
         self.custom = FakeCustom(self)
 
@@ -207,10 +224,11 @@ class FakeCluster:
         name = vmim["spec"]["vmiName"]
         ns = vmim["metadata"]["namespace"]
         target_vmi = self.objects[(VMIS, ns, name)]
-        selector = json.loads(vmim["metadata"]["annotations"]["vmsched.kubevirt.io/node-selector"])
+        annotation = (vmim["metadata"].get("annotations") or {}).get("vmsched.kubevirt.io/node-selector")
+        selector = json.loads(annotation) if annotation else (vmim["spec"].get("addedNodeSelector") or {})
         source = target_vmi["status"]["nodeName"]
         target = selector.get(HOSTNAME) or self.land_on
-        state = {"sourceNode": source, "targetNode": target, "migrationUid": vmim["metadata"]["uid"]}
+        state = {"sourceNode": source, "targetNode": target, "migrationUid": vmim["metadata"].get("uid")}
         if name in self.fail:
             phase = "Failed"
             if self.fail[name]:
@@ -247,6 +265,8 @@ class FakeCustom:
             if cluster.prune:
                 obj["spec"].pop("addedNodeSelector", None)
             obj["status"] = {}
+            cluster.in_flight_at_create.append(1 + sum(1 for m in cluster.items(VMIMS) if (m.get("status") or {})
+                                                       .get("phase") not in ("Succeeded", "Failed")))
         cluster.writes.append(("create", plural, name))
         return copy.deepcopy(cluster.put(plural, obj))
 

@@ -16,7 +16,17 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils import evacuation
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import KubeVirtError
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import VMIMS
 
-from .kubevirt_fakes import FakeCluster, failed, kubevirt_cr, launcher, node, ran, vmi
+from .kubevirt_fakes import (
+    FakeCluster,
+    evacuated,
+    evacuation_vmim,
+    failed,
+    kubevirt_cr,
+    launcher,
+    node,
+    ran,
+    vmi,
+)
 
 NODES = [node("n1", {"zone": "a"}), node("n2", {"zone": "b"}), node("n3", {"zone": "b"}), node("n4", {"zone": "c"})]
 
@@ -99,12 +109,168 @@ def test_preflight_failures_are_reported_per_vmi_and_the_others_move():
     assert engine.result["summary"]["failed"] == 2 and engine.result["summary"]["migrated"] == 1
 
 
-def test_a_migration_in_flight_fails_the_preflight_of_its_vmi():
+def test_a_migration_in_flight_without_a_selector_is_adopted_not_failed():
+    """Issue 26: it used to fail the preflight ("another migration is in flight"); now the run follows it."""
     vmims = [{"metadata": {"name": "theirs", "namespace": "ns", "creationTimestamp": "2026-01-01T00:00:00Z"},
               "spec": {"vmiName": "a"}, "status": {"phase": "Scheduling"}}]
+    fake = cluster(on_n1("a"), vmims=vmims)
+    engine = run(fake, node="n1")
+    [entry] = engine.result["vmis"]
+    assert (entry["status"], entry["adopted"], entry["failure_reason"]) == ("migrated", True, None)
+    assert entry["migration"]["name"] == "theirs" and entry["migration"]["phase"] == "Succeeded"
+    assert [w for w in fake.writes if w[0] == "create"] == []
+
+
+# --- KubeVirt's own migrations: adopted (issue 26) -----------------------------------------------------------------
+
+
+def entries_of(engine):
+    return dict((v["name"], v) for v in engine.result["vmis"])
+
+
+def test_kubevirts_evacuation_is_adopted_and_followed_to_a_wanted_node():
+    fake = cluster([evacuated(v) for v in on_n1("a")] + on_n1("b"), vmims=[evacuation_vmim("a")])
+    engine = run(fake, node="n1")
+    entries = entries_of(engine)
+    a, b = entries["a"], entries["b"]
+    assert (a["status"], a["adopted"], a["source_node"], a["target_node"]) == ("migrated", True, "n1", "n4")
+    assert a["migration"]["name"] == "kubevirt-evacuation-a" and a["migration"]["phase"] == "Succeeded"
+    assert (a["migration"]["source_node"], a["migration"]["target_node"]) == ("n1", "n4")
+    assert a["duration_seconds"] == 7.0 and a["added_node_selector"] == {}
+    assert (b["status"], b["adopted"]) == ("migrated", False)
+    summary = engine.result["summary"]
+    assert (summary["migrated"], summary["failed"], summary["adopted"]) == (2, 0, 1)
+    assert summary["migration_seconds_total"] == 14.0
+    assert engine.result["changed"] is True and engine.warnings == []
+    assert [m["spec"]["vmiName"] for m in fake.vmims() if e.RUN_LABEL in m["metadata"].get("labels", {})] == ["b"]
+
+
+@pytest.mark.parametrize("overrides, land_on, wanted", [
+    (dict(node="n1", added_node_selector={"zone": "b"}), "n4", "off node n1, selector {'zone': 'b'}"),
+    (dict(namespace="ns", target_nodes=["n2", "n3"]), "n4", "on one of n2, n3"),
+])
+def test_an_adopted_migration_that_lands_elsewhere_is_a_warning(overrides, land_on, wanted):
+    fake = cluster(on_n1("a"), vmims=[evacuation_vmim("a")], land_on=land_on)
+    engine = run(fake, **overrides)
+    [entry] = engine.result["vmis"]
+    assert (entry["status"], entry["adopted"], entry["target_node"]) == ("migrated", True, land_on)
+    [warning] = engine.warnings
+    assert warning.startswith("VirtualMachineInstance ns/a: the migration this run adopted, VMIM kubevirt-evacuation-a "
+                              "(KubeVirt's evacuation of node n1), ended on %s, which is not what this run wants (%s)"
+                              % (land_on, wanted)), warning
+    assert [w for w in fake.writes if w[0] == "create"] == []
+
+
+def test_an_adopted_migration_landing_where_wanted_is_no_warning():
+    fake = cluster(on_n1("a"), vmims=[evacuation_vmim("a")], land_on="n3")
+    engine = run(fake, node="n1", added_node_selector={"zone": "b"})
+    assert engine.result["vmis"][0]["target_node"] == "n3" and engine.warnings == []
+
+
+def test_an_adopted_migration_that_fails_counts_as_failed_with_kubevirts_reason():
+    fake = cluster(on_n1("a", "b"), vmims=[evacuation_vmim("a")], fail={"a": "TargetPodCrashed"})
+    engine, msg = failing(fake, node="n1")
+    a = entries_of(engine)["a"]
+    assert (a["status"], a["adopted"], a["failure_reason"]) == ("failed", True, "TargetPodCrashed")
+    assert a["migration"]["name"] == "kubevirt-evacuation-a" and a["duration_seconds"] == 7.0
+    assert msg == "1 of 2 VMI(s) could not be moved: ns/a: TargetPodCrashed"
+    assert entries_of(engine)["b"]["status"] == "migrated"
+
+
+def test_an_adopted_migration_still_running_at_wait_timeout_is_left_running():
+    fake = cluster(on_n1("a"), vmims=[evacuation_vmim("a")], stuck={"a"})
+    engine, _msg = failing(fake, node="n1", wait_timeout=100)
+    reason = engine.result["vmis"][0]["failure_reason"]
+    assert reason == "did not finish within 100s; not this run's migration (KubeVirt's evacuation of node n1), so " \
+                     "it was left running"
+    assert [m["metadata"]["name"] for m in fake.vmims()] == ["kubevirt-evacuation-a"] and fake.writes == []
+
+
+def own_selector_vmim(vmi_name, selector, name):
+    obj = evacuation_vmim(vmi_name, name=name)
+    obj["metadata"]["annotations"] = {}
+    obj["spec"]["addedNodeSelector"] = selector
+    return obj
+
+
+def test_a_migration_with_a_selector_of_its_own_is_adopted_only_when_it_goes_where_wanted():
+    vmims = [own_selector_vmim("same", {"zone": "b"}, "m-same"),
+             own_selector_vmim("other", {"zone": "c"}, "m-other"),
+             own_selector_vmim("host", {"zone": "b", "kubernetes.io/hostname": "n3"}, "m-host")]
+    fake = cluster(on_n1("same", "other", "host"), vmims=vmims)
+    engine, msg = failing(fake, node="n1", added_node_selector={"zone": "b"})
+    entries = entries_of(engine)
+    assert (entries["same"]["status"], entries["same"]["adopted"]) == ("migrated", True)
+    assert (entries["host"]["status"], entries["host"]["target_node"]) == ("migrated", "n3")
+    other = entries["other"]
+    assert (other["status"], other["adopted"]) == ("failed", False)
+    assert other["failure_reason"] == (
+        "another migration of ns/other is in flight: VMIM m-other (phase Running, selector {'zone': 'c'}), created "
+        "by someone else; it goes elsewhere than this job wants (off node n1, selector {'zone': 'b'}); wait for it, "
+        "or cancel it with vmsched.kubevirt.vmi_migration and state=absent")
+    assert msg.startswith("1 of 3 VMI(s) could not be moved: ns/other: another migration")
+    assert [w for w in fake.writes if w[0] == "create"] == []
+    # With target_nodes, a hostname among them is where the run wants it; another is not.
+    fake = cluster(on_n1("host"), vmims=[own_selector_vmim("host", {"kubernetes.io/hostname": "n4"}, "m-host")])
+    engine, _msg = failing(fake, node="n1", target_nodes=["n2", "n3"])
+    assert "it goes elsewhere than this job wants (off node n1, on one of n2, n3)" in \
+        engine.result["vmis"][0]["failure_reason"]
+
+
+def test_a_migration_being_cancelled_still_fails_the_preflight():
+    vmims = [evacuation_vmim("a")]
+    vmims[0]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:05Z"
     engine, _msg = failing(cluster(on_n1("a"), vmims=vmims), node="n1")
     assert engine.result["vmis"][0]["failure_reason"] == \
-        "another migration is in flight: VMIM theirs (phase Scheduling)"
+        "migration kubevirt-evacuation-a of ns/a is being cancelled (phase Running), and KubeVirt refuses another " \
+        "migration of the VMI until it has ended"
+
+
+def test_adopted_migrations_take_room_under_the_limits():
+    """Two of KubeVirt's evacuations in flight from n1 with parallelOutboundMigrationsPerNode 2: the run's own
+    migrations from n1 start only as they end, never more than 2 at once."""
+    vmis = [evacuated(v) for v in on_n1("a", "b")] + on_n1("c", "d")
+    fake = cluster(vmis, vmims=[evacuation_vmim("a"), evacuation_vmim("b")], cr=kubevirt_cr(per_node=2))
+    engine = run(fake, node="n1")
+    assert [v["adopted"] for v in engine.result["vmis"]] == [True, True, False, False]
+    assert engine.result["summary"]["migrated"] == 4 and engine.result["summary"]["peak_in_flight"] == 2
+    assert fake.in_flight_at_create == [2, 2]      # each created as one of the adopted ended
+    # max_parallel too: one adopted in flight elsewhere, max_parallel=1: the run's own waits for it.
+    fake = cluster([vmi("x", "n2")] + on_n1("c"), vmims=[evacuation_vmim("x", node="n2")])
+    engine = run(fake, namespace="ns", label_selector=None, target_nodes=["n3"], max_parallel=1)
+    assert fake.in_flight_at_create == [1] and engine.result["summary"]["peak_in_flight"] == 1
+
+
+def test_kubevirts_evacuation_starting_after_the_preflight_is_adopted():
+    """A VMI whose pod was evicted (virt-api marked it) before KubeVirt created its VMIM: the run's create is
+    refused (another migration in flight), and the run adopts KubeVirt's instead."""
+    fake = cluster([evacuated(v) for v in on_n1("a")])
+    create = fake.custom.create_namespaced_custom_object
+
+    def kubevirt_first(group, version, namespace, plural, body):
+        if plural == VMIMS and not fake.vmims():
+            fake.put(VMIMS, evacuation_vmim("a"))
+        return create(group, version, namespace, plural, body)
+    fake.custom.create_namespaced_custom_object = kubevirt_first
+    engine = run(fake, node="n1")
+    [entry] = engine.result["vmis"]
+    assert (entry["status"], entry["adopted"], entry["migration"]["name"]) == \
+        ("migrated", True, "kubevirt-evacuation-a")
+    assert [m["metadata"]["name"] for m in fake.vmims()] == ["kubevirt-evacuation-a"]
+
+
+def test_check_mode_shows_the_adopted_vmis_and_writes_nothing():
+    fake = cluster(on_n1("a", "b"), vmims=[evacuation_vmim("a")])
+    engine = run(fake, check_mode=True, node="n1", cordon=True)
+    entries = entries_of(engine)
+    assert (entries["a"]["status"], entries["a"]["adopted"]) == ("adopted", True)
+    assert entries["a"]["migration"]["name"] == "kubevirt-evacuation-a"
+    assert (entries["b"]["status"], entries["b"]["adopted"]) == ("planned", False)
+    assert engine.result["changed"] is True and engine.result["summary"]["adopted"] == 1
+    assert fake.writes == []
+    only_adopted = cluster(on_n1("a"), vmims=[evacuation_vmim("a")])
+    engine = run(only_adopted, check_mode=True, node="n1")
+    assert engine.result["changed"] is True and only_adopted.writes == []     # as vmi_migration's attaching
 
 
 def test_stop_on_failure_stops_before_any_write():

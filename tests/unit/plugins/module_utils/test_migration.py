@@ -14,7 +14,18 @@ import pytest
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils import migration as m
 
-from .kubevirt_fakes import FakeCluster, failed, kubevirt_cr, launcher, node, ran, vmi, vmim, wire
+from .kubevirt_fakes import (
+    FakeCluster,
+    evacuation_vmim,
+    failed,
+    kubevirt_cr,
+    launcher,
+    node,
+    ran,
+    vmi,
+    vmim,
+    wire,
+)
 
 NODES = [node("n1", {"zone": "a"}), node("n2", {"zone": "b"}), node("n3", {"zone": "b"}, cordoned=True),
          node("n4", {"zone": "c"}, taints=[{"key": "gpu", "value": "yes", "effect": "NoSchedule"}])]
@@ -249,6 +260,96 @@ def test_a_migration_in_flight_for_another_selector_is_named():
     fake = cluster(vmims=[in_flight_vmim({"zone": "c"})])
     _engine, msg = failing(fake, added_node_selector={"zone": "b"})
     assert "another migration of ns/web is in flight: VMIM theirs (phase Running, selector {'zone': 'c'})" in msg
+    assert fake.writes == []
+    assert "it goes elsewhere than this job wants (selector {'zone': 'b'})" in msg
+
+
+# --- migrations in flight: one judgement for both modules (issue 26) ----------------------------------------------
+
+
+@pytest.mark.parametrize("theirs, selector, hosts, avoid, verdict", [
+    ({}, {"zone": "b"}, None, None, m.ADOPT),                               # KubeVirt's evacuation: goes anywhere
+    ({"zone": "b"}, {"zone": "b"}, None, None, m.ATTACH),
+    ({"zone": "c"}, {"zone": "b"}, None, None, m.CONFLICT),
+    ({"zone": "b", "cpu": "fast"}, {"zone": "b"}, None, None, m.CONFLICT),
+    ({"kubernetes.io/hostname": "n3"}, {}, None, "n1", m.ATTACH),           # off the evacuated node: wanted
+    ({"kubernetes.io/hostname": "n1"}, {}, None, "n1", m.CONFLICT),
+    ({"kubernetes.io/hostname": "n3", "zone": "b"}, {"zone": "b"}, ["n2", "n3"], "n1", m.ATTACH),
+    ({"kubernetes.io/hostname": "n4"}, {}, ["n2", "n3"], "n1", m.CONFLICT),
+    ({"kubernetes.io/hostname": "n3"}, {"kubernetes.io/hostname": "n2"}, None, None, m.CONFLICT),
+])
+def test_judge_in_flight(theirs, selector, hosts, avoid, verdict):
+    found = m.judge_in_flight([in_flight_vmim(theirs, annotate=False)], "ns", "web", selector, hosts, avoid)
+    assert found.verdict == verdict and found.name == "theirs"
+    assert found.follows is (verdict in (m.ADOPT, m.ATTACH))
+    assert (found.message is not None) is (verdict == m.CONFLICT)
+
+
+def test_judge_in_flight_ignores_ended_and_other_vmis_and_names_a_cancel():
+    ended = in_flight_vmim({}, name="old")
+    ended["status"]["phase"] = "Succeeded"
+    other = in_flight_vmim({})
+    other["spec"]["vmiName"] = "db"
+    assert m.judge_in_flight([ended, other], "ns", "web", {}) is None
+    cancelled = evacuation_vmim("web")
+    cancelled["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:05Z"
+    found = m.judge_in_flight([cancelled], "ns", "web", {})
+    assert found.verdict == m.CANCELLING and not found.follows
+    assert found.message == ("migration kubevirt-evacuation-web of ns/web is being cancelled (phase Running), and "
+                             "KubeVirt refuses another migration of the VMI until it has ended")
+
+
+def test_kubevirts_evacuation_is_adopted_and_its_landing_checked():
+    fake = cluster(vmims=[evacuation_vmim("web")], land_on="n2")
+    engine = run(fake, added_node_selector={"zone": "b"})
+    result = engine.result
+    assert (result["attached"], result["adopted"], result["changed"]) == (True, True, True)
+    assert result["migration"]["name"] == "kubevirt-evacuation-web" and result["migration"]["phase"] == "Succeeded"
+    assert result["adopted_migration"] == result["migration"]
+    assert (result["source_node"], result["target_node"], result["duration_seconds"]) == ("n1", "n2", 7.0)
+    assert engine.warnings == [] and [w for w in fake.writes if w[0] == "create"] == []
+
+
+def test_an_adopted_migration_that_lands_elsewhere_is_followed_by_the_modules_own():
+    fake = cluster(vmims=[evacuation_vmim("web")], land_on="n1b", nodes=NODES + [node("n1b", {"zone": "a"})])
+    engine = run(fake, target_node="n2")
+    result = engine.result
+    [warning] = engine.warnings
+    assert warning == ("VirtualMachineInstance ns/web: the migration this module followed, VMIM "
+                       "kubevirt-evacuation-web (KubeVirt's evacuation of node n1), ended on n1b, which does not "
+                       "match selector {'kubernetes.io/hostname': 'n2'}; migrating it again from there")
+    assert (result["attached"], result["adopted"]) == (True, True)
+    assert result["adopted_migration"]["name"] == "kubevirt-evacuation-web"
+    assert result["adopted_migration"]["target_node"] == "n1b"
+    assert result["migration"]["name"].startswith("web-migration-") and result["migration"]["source_node"] == "n1b"
+    assert (result["source_node"], result["target_node"]) == ("n1", "n2")
+    assert result["candidates"] == ["n2"]       # judged again from n1b, where the VMI ran then
+    assert [w[0] for w in fake.writes] == ["create"]
+
+
+def test_an_adopted_migration_that_fails_reports_kubevirts_reason():
+    fake = cluster(vmims=[evacuation_vmim("web")], fail={"web": "TargetPodCrashed"})
+    engine, msg = failing(fake, target_node="n2")
+    assert msg == ("migration ns/kubevirt-evacuation-web (followed, KubeVirt's evacuation of node n1) of web failed: "
+                   "TargetPodCrashed")
+    assert engine.result["failure_reason"] == "TargetPodCrashed" and engine.result["adopted"] is True
+    assert fake.writes == []
+
+
+def test_adopting_in_check_mode_writes_nothing():
+    fake = cluster(vmims=[evacuation_vmim("web")])
+    engine = run(fake, check_mode=True, target_node="n2")
+    result = engine.result
+    assert (result["attached"], result["adopted"], result["changed"]) == (True, True, True)
+    assert result["migration"]["name"] == "kubevirt-evacuation-web" and result["migration"]["phase"] == "Running"
+    assert fake.writes == []
+
+
+def test_one_wait_timeout_for_the_adopted_migration_and_the_modules_own():
+    fake = cluster(vmims=[evacuation_vmim("web")], stuck={"web"})
+    engine, msg = failing(fake, target_node="n2", wait_timeout=30)
+    assert msg == ("migration ns/kubevirt-evacuation-web (followed, KubeVirt's evacuation of node n1) did not finish "
+                   "within 30s (last phase Running); it is still running")
     assert fake.writes == []
 
 

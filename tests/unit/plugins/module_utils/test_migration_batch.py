@@ -6,6 +6,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import pytest
 from urllib3.exceptions import ProtocolError
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils import evacuation as m
@@ -61,7 +62,7 @@ class FakeWatch:
 
     def stream(self, func, *args, **kwargs):
         FakeWatch.streams += 1
-        self.cluster.label_selectors.add(kwargs["label_selector"])
+        self.cluster.label_selectors.add(kwargs.get("label_selector"))
         sent = 0
         while self.cluster.unfinished():
             if self.cluster.break_after is not None and sent == self.cluster.break_after:
@@ -97,10 +98,10 @@ def creator(cluster):
     return create
 
 
-def batch(cluster, limit, per_node, stop_on_failure=False):
+def batch(cluster, limit, per_node, stop_on_failure=False, watch_all=False):
     return m.MigrationBatch(cluster, "run=r1", limit, per_node, timeout=600, namespace="ns",
                             stop_on_failure=stop_on_failure, watch_factory=lambda: FakeWatch(cluster),
-                            sleep=lambda s: None)
+                            sleep=lambda s: None, watch_all=watch_all)
 
 
 def test_never_more_than_the_caps_and_one_watch():
@@ -166,3 +167,30 @@ def test_timeout_cancels_the_migration():
     runner.run(work, creator(cluster))
     assert work[0]["outcome"] == "TimedOut" and "600" in work[0]["error"]
     assert cluster.objects == {}
+
+
+def adopted(cluster, vmi_name, node):
+    """A migration someone else started (KubeVirt's evacuation): in flight, without the run's label."""
+    cluster.rv += 1
+    name = "kubevirt-evacuation-%s" % vmi_name
+    obj = {"metadata": {"name": name, "namespace": "ns", "resourceVersion": str(cluster.rv),
+                        "annotations": {"node": node}}, "spec": {"vmiName": vmi_name}, "status": {}}
+    cluster.objects[("ns", name)] = obj
+    cluster.order.append(("ns", name))
+    return {"namespace": "ns", "name": vmi_name, "source_node": node, "adopted": True, "vmim": obj}
+
+
+def test_adopted_migrations_take_room_and_are_followed_without_the_run_label():
+    cluster = FakeCluster(fail={"y"})
+    work = [adopted(cluster, "x", "n1"), adopted(cluster, "y", "n1")] + jobs([("a0", "n1"), ("a1", "n1")])
+    runner = batch(cluster, limit=5, per_node=2, watch_all=True)
+    runner.run(work, creator(cluster))
+    assert [j["outcome"] for j in work] == ["Succeeded", "Failed", "Succeeded", "Succeeded"]
+    assert runner.peak == 2 and cluster.peak_per_node["n1"] == 2     # the adopted ones counted from the start
+    assert cluster.label_selectors == {None}                          # every VMIM of the namespace is watched
+
+
+def test_adopted_migrations_need_watch_all():
+    cluster = FakeCluster()
+    with pytest.raises(ValueError):
+        batch(cluster, limit=2, per_node=2).run([adopted(cluster, "x", "n1")], creator(cluster))
