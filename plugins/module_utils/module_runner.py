@@ -114,8 +114,8 @@ def _read_kubeconfig(path):
     except yaml.YAMLError as exc:
         return None, "kubeconfig file '%s' is not YAML: %s" % (path, str(exc).splitlines()[0])
     if not isinstance(config, dict):
-        return None, "kubeconfig file '%s' is %s, not a kubeconfig" % (path, "empty" if config is None else
-                                                                     "a %s" % type(config).__name__)
+        what = "empty" if config is None else "a %s" % type(config).__name__
+        return None, "kubeconfig file '%s' is %s, not a kubeconfig" % (path, what)
     return config, None
 
 
@@ -123,8 +123,8 @@ def _context_problems(contexts, current, context, where):
     """The context the client would use, against the contexts the kubeconfig(s) define."""
     if context:
         if context not in contexts:
-            return ["context '%s' is not in %s (%s)" % (context, where, "its contexts: %s" % ", ".join(contexts)
-                                                         if contexts else "it defines none")]
+            known = "its contexts: %s" % ", ".join(contexts) if contexts else "it defines none"
+            return ["context '%s' is not in %s (%s)" % (context, where, known)]
         return []
     if not current:
         return ["%s has no current-context: give the context option" % where]

@@ -61,8 +61,8 @@ def user(api_client, core, namespace, tmp_path):
 
 def untouched(vm):
     template = vm["spec"]["template"]
-    return "schedulerName" not in template["spec"] and EVICT not in ((template.get("metadata") or {})
-                                                                      .get("annotations") or {})
+    annotations = (template.get("metadata") or {}).get("annotations") or {}
+    return "schedulerName" not in template["spec"] and EVICT not in annotations
 
 
 def test_a_first_run_with_the_defaults_writes_no_vm_and_evicts_nothing(kv, kubeconfig, namespace, user, wait):
@@ -98,8 +98,8 @@ def test_a_first_run_with_the_defaults_writes_no_vm_and_evicts_nothing(kv, kubec
             ran = {name for name, r in result.results if not r.get("skipped")}
             assert not ran & {"Opt the selected VMs in", "Default new VMs to the secondary scheduler"}, ran
             opt_in = result.result("Report that the opt-in has no VMs chosen")["msg"]
-            assert all(v in opt_in for v in ("site_vms_namespace", "site_vms_label_selector", "site_vms_names",
-                                              "site_vms_all_namespaces=true")), opt_in
+            wanted = ("site_vms_namespace", "site_vms_label_selector", "site_vms_names", "site_vms_all_namespaces=true")
+            assert all(v in opt_in for v in wanted), opt_in
             defaults = result.result("Report that the defaults for new VMs have no namespace")["msg"]
             assert "site_vm_defaults_namespaces" in defaults and "site_vm_defaults_all_namespaces=true" in defaults
         row = next(r for r in run.result("Show every cluster")["msg"] if r.startswith("localhost"))

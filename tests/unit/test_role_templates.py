@@ -196,7 +196,7 @@ def value_of(name, text):
 
 def test_every_template_is_rendered_here():
     found = {"%s/%s" % (path.parent.parent.name, path.name) for path in ROLES.glob("*/templates/*.j2")}
-    covered = {"%s/%s" % (role, template) for role, template, _ in CASES}
+    covered = {"%s/%s" % (role, template) for role, template, _values in CASES}
     assert found - NOT_RENDERED_ALONE == covered
     assert not list((ROLES / "scheduler_image").glob("templates/*")), "scheduler_image renders no manifest"
 
@@ -381,14 +381,14 @@ def test_every_manifest_string_is_checked(role):
 @pytest.mark.parametrize("role", sorted(FACTS))
 def test_defaults_and_valid_values_pass(role):
     assert format_errors(role) == []
-    assert format_errors(role, **{name: good for name, (good, _) in CHECKED[role].items()}) == []
+    assert format_errors(role, **{name: good for name, (good, _fmt) in CHECKED[role].items()}) == []
 
 
 # One check per role and value, every checked variable set to it at once: each must be named.
 @pytest.mark.parametrize("hostile", STRUCTURAL)
 @pytest.mark.parametrize("role", sorted(FACTS))
 def test_hostile_values_are_refused(role, hostile):
-    checked = {name: fmt for name, (_, fmt) in CHECKED[role].items() if fmt}
+    checked = {name: fmt for name, (_good, fmt) in CHECKED[role].items() if fmt}
     errors = format_errors(role, **{name: value_of(name, hostile) for name in checked})
     for name, fmt in checked.items():
         assert any(re.search(r"(^|\W)%s=" % name, error) and fmt in error for error in errors), (name, errors)

@@ -316,8 +316,8 @@ def test_eviction_at_risk_names_opted_in_vmis_an_eviction_would_restart_or_never
         return obj
 
     launcher = pod("virt-launcher-podonly", "node01", launcher_image="quay.io/kubevirt/virt-launcher:v1.9.0")
-    launcher["metadata"].update(annotations=dict(evict), labels=dict(launcher["metadata"]["labels"],
-                                                                      **{"kubevirt.io/created-by": "uid-podonly"}))
+    labels = dict(launcher["metadata"]["labels"], **{"kubevirt.io/created-by": "uid-podonly"})
+    launcher["metadata"].update(annotations=dict(evict), labels=labels)
     vmis = [opted("default"), opted("podonly", on_pod=True), opted("safe", "LiveMigrate"),
             opted("stuck", "LiveMigrate", migratable=False), opted("ifpossible", "LiveMigrateIfPossible", False),
             vmi("untouched", "node01")]
