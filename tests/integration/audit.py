@@ -52,33 +52,37 @@ class Audit:
         self.offset = AUDIT_LOG.stat().st_size if offset is None else offset
         self.since = since or now()
 
-    def read(self):
-        """(writes, dry_runs): the real writes as tuples, and how many dry-run writes there were."""
+    def events(self):
+        """Every event logged after the mark's offset, as dicts (a line cut short by the writer is skipped)."""
         time.sleep(1.5)  # the log backend writes asynchronously
-        writes, dry_runs = [], 0
         with AUDIT_LOG.open() as log:
             log.seek(self.offset)
             for line in log:
                 try:
-                    event = json.loads(line)
+                    yield json.loads(line)
                 except ValueError:
                     continue
-                if event.get("verb") not in WRITES or event.get("requestReceivedTimestamp", "") < self.since \
-                        or event.get("userAgent", "").startswith(self.ignore_agents) \
-                        or (event.get("user") or {}).get("username", "").startswith(KUBEVIRT_USERS):
-                    continue
-                ref = event.get("objectRef") or {}
-                name = str(ref.get("name", ""))
-                if self.user is not None and event.get("user", {}).get("username") != self.user:
-                    continue
-                if self.namespace is not None and not (ref.get("namespace") == self.namespace or name in self.names
-                                                       or name.startswith(f"vmsched:{self.namespace}:")):
-                    continue
-                if "dryRun" in event.get("requestURI", ""):
-                    dry_runs += 1
-                else:
-                    writes.append((event["verb"], ref.get("resource"), ref.get("namespace"), name,
-                                   event["user"]["username"], event.get("userAgent", "")))
+
+    def read(self):
+        """(writes, dry_runs): the real writes as tuples, and how many dry-run writes there were."""
+        writes, dry_runs = [], 0
+        for event in self.events():
+            if event.get("verb") not in WRITES or event.get("requestReceivedTimestamp", "") < self.since \
+                    or event.get("userAgent", "").startswith(self.ignore_agents) \
+                    or (event.get("user") or {}).get("username", "").startswith(KUBEVIRT_USERS):
+                continue
+            ref = event.get("objectRef") or {}
+            name = str(ref.get("name", ""))
+            if self.user is not None and event.get("user", {}).get("username") != self.user:
+                continue
+            if self.namespace is not None and not (ref.get("namespace") == self.namespace or name in self.names
+                                                   or name.startswith(f"vmsched:{self.namespace}:")):
+                continue
+            if "dryRun" in event.get("requestURI", ""):
+                dry_runs += 1
+            else:
+                writes.append((event["verb"], ref.get("resource"), ref.get("namespace"), name,
+                               event["user"]["username"], event.get("userAgent", "")))
         return writes, dry_runs
 
     def writes(self):

@@ -11,7 +11,6 @@ through a kubeconfig holding its token: the audit log tells its requests apart b
 from __future__ import annotations
 
 import base64
-import json
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ import yaml
 from kubernetes import client
 
 from . import ansible_module
-from .audit import AUDIT_LOG, Audit
+from .audit import Audit
 from .vms import (  # noqa: F401  pylint: disable=unused-import
     FAST_NODES,
     VMIMS,
@@ -83,18 +82,9 @@ def refused_without_writes(module, kubeconfig, args, user, *fragments):
 def reads_seen(audit, user, resource, name):
     """Whether the audit log holds a get of resource/name by `user` after the mark (the log does record the
     module's requests: an empty list of writes is no accident)."""
-    with AUDIT_LOG.open() as log:
-        log.seek(audit.offset)
-        for line in log:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            ref = event.get("objectRef") or {}
-            if (event.get("verb") == "get" and (event.get("user") or {}).get("username") == user
-                    and ref.get("resource") == resource and ref.get("name") == name):
-                return True
-    return False
+    return any(event.get("verb") == "get" and (event.get("user") or {}).get("username") == user
+               and (event.get("objectRef") or {}).get("resource") == resource
+               and (event.get("objectRef") or {}).get("name") == name for event in audit.events())
 
 
 def fast_vm(kv, namespace, wait):
