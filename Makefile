@@ -10,7 +10,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
 BUILD := $(CURDIR)/.build
-CLUSTER_DIR := $(CURDIR)/.cluster
+# VMSCHED_CLUSTER_DIR (and VMSCHED_PORT_OFFSET) point every target, cluster.py and the tests at another local
+# control plane: make test's second lane runs on one of its own.
+CLUSTER_DIR := $(or $(VMSCHED_CLUSTER_DIR),$(CURDIR)/.cluster)
 LOCAL_KUBECONFIG := $(CLUSTER_DIR)/kubeconfig
 
 # vmsched.kubevirt resolves to this checkout through a symlink tree; the
@@ -140,19 +142,38 @@ units: venv ## Unit tests (tests/unit)
 	@rc=0; $(ANSIBLE_ENV) $(BIN)/pytest tests/unit || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "units: no unit tests collected yet"; rc=0; fi; exit $$rc
 
+# The integration suite runs on INTEGRATION_WORKERS pytest-xdist workers, a test file at a time, each worker on a
+# control plane of its own (tests/cluster/workers.py): worker gw0 on the cluster the suite was started for, the
+# others on clusters started beside it (state in <its directory>-gwN/) and stopped afterwards whatever the outcome.
+# $(1): the environment naming the first cluster; $(2): cluster.py up's options; $(3): the workers; $(4): pytest's
+# arguments; $(5): --first where the first cluster is started (at once with the others) and stopped here too.
+INTEGRATION_WORKERS ?= 2
+WORKERS_PY = PATH=$(BIN):$$PATH $(BIN)/python tests/cluster/workers.py
+define on_workers
+	@trap '[ -n "$(if $(5),,$(KEEP_WORKER_CLUSTERS))" ] || $(1) $(WORKERS_PY) down $(3) $(5) >/dev/null 2>&1 || true' EXIT; \
+	$(1) $(WORKERS_PY) up $(3) $(5) $(2); \
+	$(1) $(ANSIBLE_ENV) $(BIN)/pytest -n $(3) --dist loadfile $(4)
+endef
+
 .PHONY: integration
-integration: venv cluster-up ## Integration tests against the local control plane (KubeVirt 1.9), then integration-kubevirt
-	$(call say,"pytest tests/integration")
-	KUBECONFIG=$(LOCAL_KUBECONFIG) $(ANSIBLE_ENV) $(BIN)/pytest tests/integration -m "not kubevirt15 and not fleet" \
-		--durations=20
+integration: integration-suite ## Integration tests against the local control plane (KubeVirt 1.9), then integration-kubevirt
 	@$(MAKE) integration-kubevirt
+
+# make test keeps the workers' clusters up for its later stages (KEEP_WORKER_CLUSTERS=1) and stops them at its end.
+.PHONY: integration-suite
+integration-suite: venv cluster-up ## The integration suite on the local control plane (KubeVirt 1.9) only
+	$(call say,"pytest tests/integration on $(INTEGRATION_WORKERS) workers")
+	$(call on_workers,KUBECONFIG=$(LOCAL_KUBECONFIG),$(if $(KUBEVIRT),--kubevirt v$(patsubst v%,%,$(KUBEVIRT))),$(INTEGRATION_WORKERS),tests/integration -m "not kubevirt15 and not fleet" --durations=20)
 
 # Each older release on a control plane of its own (state in .cluster-<release>/, ports moved by an offset on
 # top of VMSCHED_PORT_OFFSET), brought down afterwards whatever the outcome.
 .PHONY: integration-kubevirt
 integration-kubevirt: venv ## The migration tests on KubeVirt 1.6.6, the no-addedNodeSelector fallback on 1.5.3
-	@$(MAKE) kubevirt-run KV_RELEASE=v1.6.6 KV_OFFSET=200 KV_PYTEST='$(KUBEVIRT_16_TESTS) -m "not kubevirt15"'
-	@$(MAKE) kubevirt-run KV_RELEASE=v1.5.3 KV_OFFSET=300 KV_PYTEST='tests/integration/test_vmi_migration.py -m kubevirt15'
+	@$(MAKE) kubevirt-run KV_RELEASE=v1.6.6 KV_OFFSET=200 KV_WORKERS=$(INTEGRATION_WORKERS) \
+		KV_PYTEST='$(KUBEVIRT_16_TESTS) -m "not kubevirt15"'
+	@# One file: one worker.
+	@$(MAKE) kubevirt-run KV_RELEASE=v1.5.3 KV_OFFSET=300 KV_WORKERS=1 \
+		KV_PYTEST='tests/integration/test_vmi_migration.py -m kubevirt15'
 
 KV_DIR = $(CURDIR)/.cluster-$(KV_RELEASE)
 KV_ENV = VMSCHED_CLUSTER_DIR=$(KV_DIR) VMSCHED_PORT_OFFSET=$$(( $${VMSCHED_PORT_OFFSET:-0} + $(KV_OFFSET) )) PATH=$(BIN):$$PATH
@@ -160,10 +181,7 @@ KV_ENV = VMSCHED_CLUSTER_DIR=$(KV_DIR) VMSCHED_PORT_OFFSET=$$(( $${VMSCHED_PORT_
 .PHONY: kubevirt-run
 kubevirt-run: venv
 	$(call say,"KubeVirt $(KV_RELEASE) on a control plane of its own in $(KV_DIR): $(KV_PYTEST)")
-	@trap '$(KV_ENV) $(BIN)/python tests/cluster/cluster.py down >/dev/null 2>&1 || true' EXIT; \
-	$(KV_ENV) $(BIN)/python tests/cluster/cluster.py up --kubevirt $(KV_RELEASE); \
-	$(KV_ENV) KUBECONFIG=$(KV_DIR)/kubeconfig VMSCHED_TEST_KUBECONFIG=$(KV_DIR)/kubeconfig VMSCHED_PLACEMENT_VMS=200 \
-		$(ANSIBLE_ENV) $(BIN)/pytest $(KV_PYTEST)
+	$(call on_workers,$(KV_ENV) KUBECONFIG=$(KV_DIR)/kubeconfig VMSCHED_TEST_KUBECONFIG=$(KV_DIR)/kubeconfig VMSCHED_PLACEMENT_VMS=200,--kubevirt $(KV_RELEASE),$(KV_WORKERS),$(KV_PYTEST),--first)
 
 # site.yml and teardown.yml over a fleet: the local control plane and others of other Kubernetes releases
 # (tests/cluster/fleet.py: state in .cluster-k8s-<release>/, `+map-beta` serves MutatingAdmissionPolicy's
@@ -214,9 +232,12 @@ matrix-core: venv cluster-up ## Every ansible-core x kubernetes.core combination
 	$(MATRIX) --all
 
 .PHONY: matrix-edges
-matrix-edges: venv cluster-up ## The oldest and the newest combination: sanity, units, the playbooks' integration tests
+# MATRIX_EDGES_TESTS: --awx-jobs (the AWX runner's jobs; make test) or --quick (all the playbooks' tests; test-full).
+MATRIX_EDGES_TESTS ?= --awx-jobs
+matrix-edges: venv cluster-up ## The oldest and the newest combination: sanity, units, the AWX runner's jobs
 	$(call say,"the ansible-core matrix: its oldest and newest combination")
-	$(MATRIX) --edges --quick --steps sanity,units,integration
+	VMSCHED_PORT_OFFSET=$${VMSCHED_PORT_OFFSET:-0} VMSCHED_CLUSTER_DIR=$(CLUSTER_DIR) $(MATRIX) --edges $(MATRIX_EDGES_TESTS) \
+		--steps sanity,units,integration
 
 .PHONY: surveys
 surveys: venv ## Regenerate the AWX surveys (playbooks/surveys/) from the playbooks' argument specs
@@ -232,18 +253,33 @@ surveys: venv ## Regenerate the AWX surveys (playbooks/surveys/) from the playbo
 # Every Go program the stages need is built from the start, in the background at the lowest priority
 # (tests/cluster/prebuild.py, its log in .build/prebuild.log), while the Python-only stages run; a stage that needs a
 # program still being built waits for it. The end prints each stage's time (also in .build/stages.tsv).
-TEST_STAGES := lint sanity units ee integration fleet molecule matrix-edges release-check
+# After the Python-only stages and the integration suite (on two workers, each on a control plane of its own), two
+# lanes run at once, their lines prefixed with the lane: the first on the local control plane (molecule,
+# release-check, fleet), the second on the second worker's (the older KubeVirt releases on control planes of their
+# own, matrix-edges). Each stops at its first failure; the end prints every stage's time and lane (.build/stages.tsv).
+TEST_STAGES := lint sanity units ee integration-suite
+TEST_LANE_1 := molecule release-check fleet
+TEST_LANE_2 := integration-kubevirt matrix-edges
+WORKER_1_CLUSTER = VMSCHED_CLUSTER_DIR=$$($(WORKERS_PY) dir 1) VMSCHED_PORT_OFFSET=$$($(WORKERS_PY) offset 1)
 .PHONY: test
-test: venv ## lint, sanity, units, ee, integration, fleet, molecule, matrix-edges, release-check, stopping at the first failure
+test: venv ## lint, sanity, units, ee, integration, then molecule, release-check, fleet beside integration-kubevirt, matrix-edges
 	@mkdir -p $(BUILD); : > $(BUILD)/stages.tsv; started=$$(date +%s); \
 	setsid nice -n 19 $(BIN)/python tests/cluster/prebuild.py --fleet '$(FLEET)' > $(BUILD)/prebuild.log 2>&1 & \
 	prebuild=$$!; \
-	trap 'kill -- -$$prebuild 2>/dev/null || true; tests/stage_table.sh $(BUILD)/stages.tsv $$started' EXIT; \
-	for stage in $(TEST_STAGES); do \
-		begun=$$(date +%s); rc=0; $(MAKE) $$stage || rc=$$?; \
-		printf '%s\t%s\t%s\n' "$$stage" "$$(( $$(date +%s) - begun ))" "$$rc" >> $(BUILD)/stages.tsv; \
-		[ $$rc -eq 0 ] || exit $$rc; \
-	done
+	trap 'kill -- -$$prebuild 2>/dev/null || true; $(WORKERS_PY) down $(INTEGRATION_WORKERS) >/dev/null 2>&1 || true; \
+		tests/stage_table.sh $(BUILD)/stages.tsv $$started' EXIT; \
+	export MAKE="$(MAKE)" KEEP_WORKER_CLUSTERS=1; \
+	tests/stages.sh $(BUILD)/stages.tsv - $(TEST_STAGES); \
+	(tests/stages.sh $(BUILD)/stages.tsv 1 $(TEST_LANE_1) 2>&1 | sed -u 's/^/[lane 1] /') & lane1=$$!; \
+	($(WORKER_1_CLUSTER) INTEGRATION_WORKERS=1 tests/stages.sh $(BUILD)/stages.tsv 2 $(TEST_LANE_2) 2>&1 \
+		| sed -u 's/^/[lane 2] /') & lane2=$$!; \
+	rc=0; wait $$lane1 || rc=$$?; wait $$lane2 || rc=$$?; exit $$rc
+
+# Everything make test runs, and what it leaves to another test that asserts the same (one proof per claim): on the
+# oldest and newest ansible-core, site.yml's and the migration playbooks' own tests besides the AWX runner's jobs.
+.PHONY: test-full
+test-full: ## make test with every repetition it leaves out (matrix-edges: all the playbooks' integration tests)
+	@$(MAKE) test MATRIX_EDGES_TESTS=--quick
 
 # --- local control plane and demo ---------------------------------------------------
 

@@ -325,6 +325,14 @@ def up(version, mutating_admission_policy_beta=False):
             if has and has != wanted:
                 sys.exit(f"cluster.py: this cluster ({STATE}) runs {what} {has}, not {wanted}: "
                          f"`make cluster-down` first, or use another VMSCHED_CLUSTER_DIR and VMSCHED_PORT_OFFSET")
+        if have == version and kubevirt_control_plane(version).running() and node_agent().pid() \
+                and (STATE / "virt-handler" / "ready").exists():
+            # Everything in place (a later stage of `make test`, a second `make demo`): only nodes a test removed
+            # come back; KubeVirt is not installed again.
+            create_nodes(version)
+            log(f"up in {time.monotonic() - started:.0f}s: already running KubeVirt {version}; "
+                f"export KUBECONFIG={KUBECONFIG}")
+            return
         log("control plane already up; reusing it")
     else:
         stop_kubevirt()

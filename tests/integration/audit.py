@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-# The cluster under test: VMSCHED_TEST_KUBECONFIG's directory (the Makefile runs several clusters, each in a
-# state directory of its own), else the default local control plane's.
-CLUSTER_DIR = Path(os.environ["VMSCHED_TEST_KUBECONFIG"]).resolve().parent if os.environ.get("VMSCHED_TEST_KUBECONFIG") \
-    else Path(__file__).resolve().parents[2] / ".cluster"
-AUDIT_LOG = CLUSTER_DIR / "audit.log"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
+import workers  # noqa: E402  pylint: disable=wrong-import-position
+
+# The cluster under test (the Makefile runs several clusters, each in a state directory of its own).
+AUDIT_LOG = workers.cluster_dir() / "audit.log"
 WRITES = {"create", "update", "patch", "delete", "deletecollection"}
 # The control plane's own controllers write into every namespace (kube-root-ca.crt,
 # the default ServiceAccount, node heartbeats); kwokctl runs them with the admin

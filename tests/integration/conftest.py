@@ -2,7 +2,7 @@
 """Fixtures for tests against the local control plane (`make cluster-up`)."""
 from __future__ import annotations
 
-import os
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -11,7 +11,13 @@ import pytest
 from kubernetes import client, config, dynamic
 
 ROOT = Path(__file__).resolve().parents[2]
-KUBECONFIG = Path(os.environ.get("VMSCHED_TEST_KUBECONFIG", ROOT / ".cluster" / "kubeconfig"))
+sys.path.insert(0, str(ROOT / "tests" / "cluster"))
+import workers  # noqa: E402  pylint: disable=wrong-import-position
+
+# Under pytest-xdist each worker has a control plane of its own (tests/cluster/workers.py, started by
+# `make integration`): before anything below, or any test module, reads the cluster's variables.
+workers.use_worker_cluster()
+KUBECONFIG = workers.cluster_dir() / "kubeconfig"
 
 
 def pytest_configure(config):

@@ -8,7 +8,8 @@ the unit tests; on the oldest and the newest combination also the integration te
 Molecule `default` scenario against the local control plane.
 
     python tests/matrix/matrix.py --all                  # every combination (make matrix-core)
-    python tests/matrix/matrix.py --edges --quick        # oldest and newest, some integration tests (make matrix-edges)
+    python tests/matrix/matrix.py --edges --quick        # oldest and newest, the playbooks' integration tests
+    python tests/matrix/matrix.py --edges --awx-jobs     # oldest and newest, the AWX runner's jobs (make matrix-edges)
     python tests/matrix/matrix.py --only 2.16.19/6.0.0 --steps units
 
 Virtualenvs, collection trees and wheels live outside the checkout (VMSCHED_CACHE, default
@@ -37,6 +38,9 @@ from pathlib import Path
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
+import workers  # noqa: E402  pylint: disable=wrong-import-position
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 MATRIX = yaml.safe_load((HERE / "matrix.yml").read_text())
@@ -52,7 +56,7 @@ CHECKOUT_COLLECTIONS = ROOT / ".build" / "collections"
 GET_PIP_CACHE = Path.home() / ".ansible" / "test" / "cache"
 STANDIN = ROOT / "tests" / "sanity" / "get_pip_standin.py"
 STANDIN_MARKER = "vmsched-kubevirt get-pip stand-in"
-KUBECONFIG = Path(os.environ.get("VMSCHED_TEST_KUBECONFIG", ROOT / ".cluster" / "kubeconfig"))
+KUBECONFIG = workers.cluster_dir() / "kubeconfig"
 # The collections a tree holds, from the same wheel: kubernetes.core, kubevirt.core (requirements.yml: the demo's
 # VMs; Molecule would otherwise ask Galaxy for it) and ansible.posix.
 FROM_WHEEL = ("kubernetes/core", "kubevirt/core", "ansible/posix")
@@ -276,7 +280,8 @@ def integration(combo, out):
     if not KUBECONFIG.exists():
         raise StepFailed(f"no local control plane ({rel(KUBECONFIG)} is missing): run `make cluster-up` first")
     # The whole suite as `make integration` runs it: the fleet and KubeVirt 1.5 tests need clusters of their own.
-    tests = MATRIX["quick_integration"] if combo["quick"] else ["tests/integration", "-m", "not kubevirt15 and not fleet"]
+    tests = MATRIX[combo["integration"]] if combo["integration"] else \
+        ["tests/integration", "-m", "not kubevirt15 and not fleet"]
     run([combo["venv"] / "bin" / "pytest", "-p", "no:cacheprovider", *tests], out,
         env=ansible_env(combo, KUBECONFIG=str(KUBECONFIG)))
 
@@ -293,7 +298,7 @@ STEP_FUNCTIONS = {"sanity": sanity, "units": units, "integration": integration, 
 
 # --- the matrix -----------------------------------------------------------------------------------------
 
-def combinations(which, quick=False):
+def combinations(which, integration=None):
     cores = {c["version"]: c for c in MATRIX["ansible_core"]}
     k8s = {k["version"]: k for k in MATRIX["kubernetes_core"]}
     edges = {(e["ansible_core"], e["kubernetes_core"]): label for label, e in MATRIX["edges"].items()}
@@ -309,7 +314,8 @@ def combinations(which, quick=False):
                 raise SystemExit(f"unknown combination {item!r}: ansible-core one of {list(cores)}, "
                                  f"kubernetes.core one of {list(k8s)}, as CORE/K8S")
             pairs.append((core, k8s_version))
-    return [{"name": f"core{c}-k8s{k}", "core": cores[c], "k8s": k8s[k], "edge": edges.get((c, k)), "quick": quick}
+    return [{"name": f"core{c}-k8s{k}", "core": cores[c], "k8s": k8s[k], "edge": edges.get((c, k)),
+             "integration": integration}
             for c, k in pairs]
 
 
@@ -369,8 +375,11 @@ def main():
     group.add_argument("--all", action="store_true", help="every combination of matrix.yml")
     group.add_argument("--edges", action="store_true", help="the oldest and the newest combination")
     group.add_argument("--only", action="append", metavar="CORE/K8S", help="one combination, e.g. 2.16.19/6.0.0")
-    parser.add_argument("--quick", action="store_true",
-                        help="integration: only matrix.yml's quick_integration files, not the whole suite")
+    tests = parser.add_mutually_exclusive_group()
+    tests.add_argument("--quick", dest="integration", action="store_const", const="quick_integration",
+                       help="integration: only matrix.yml's quick_integration files, not the whole suite")
+    tests.add_argument("--awx-jobs", dest="integration", action="store_const", const="awx_integration",
+                       help="integration: only matrix.yml's awx_integration files (the AWX runner's jobs)")
     parser.add_argument("--steps", default=",".join(STEPS),
                         help=f"comma-separated, of {', '.join(STEPS)} (integration and molecule run on the edges only)")
     args = parser.parse_args()
@@ -378,7 +387,7 @@ def main():
     unknown = set(steps) - set(STEPS)
     if unknown:
         parser.error(f"unknown steps {sorted(unknown)}")
-    combos = combinations("all" if args.all else "edges" if args.edges else args.only, quick=args.quick)
+    combos = combinations("all" if args.all else "edges" if args.edges else args.only, integration=args.integration)
     LOGS.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     results = run_matrix(combos, steps)
