@@ -244,8 +244,8 @@ surveys: venv ## Regenerate the AWX surveys (playbooks/surveys/) from the playbo
 	$(BIN)/python tests/unit/awx_surveys.py --write
 
 # Besides everything on the venv's ansible-core, the oldest and the newest combination of the
-# matrix (matrix-edges): sanity, units and the integration tests of the playbooks (matrix.yml's
-# quick_integration). The whole integration suite and Molecule default on both edges are
+# matrix (matrix-edges): sanity, units and the AWX runner's jobs (matrix.yml's awx_integration; make test-full: the
+# integration tests of all the playbooks, quick_integration). The whole integration suite and Molecule default on both edges are
 # make matrix-core's: they take longer than CI's budget leaves. make fleet runs site.yml over
 # the default control plane and one of an older Kubernetes minor (1.34.4), so the version logic
 # runs live on two releases in every CI run; make matrix (all four) is outside, for time.

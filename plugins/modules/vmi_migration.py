@@ -145,7 +145,7 @@ attributes:
       - With O(target_node) or O(added_node_selector), a VMI already on a matching node is left alone
         (C(changed=false)).
       - Without either, every run migrates the VMI again.
-      - When the user may read neither the VMI nor nodes, the module cannot tell where the VMI runs and migrates it.
+      - When the user may not read the VMI, the module cannot tell where the VMI runs and migrates it.
       - O(state=absent) reports no change when no migration of the VMI is in flight.
       - Following a migration already in flight (attached or adopted) reports C(changed=true), in check mode too;
         the VMI moves during the run.
