@@ -5,7 +5,10 @@
 Private to this collection. Each VMI is migrated as vmi_migration migrates one (VmiMigrator in
 migration.py: the same checks before any write, the same VMIM, the same result); this module
 adds which VMIs (selection, and those already in place), in what order, where (target_nodes
-spread), how many at once (KubeVirt's limits, MigrationBatch), cordoning, and the summary.
+spread, or with placement=planned the drain plan's node), how many at once (KubeVirt's limits,
+MigrationBatch), cordoning, and the summary. Before any write, the drain plan (plan.drain_plan,
+over the same target pods the preflight judges) places the VMIs together; unless allow_partial,
+a plan that leaves VMIs behind stops the run there.
 A VMI whose migration is already in flight (KubeVirt's own evacuation after a drain, another
 user's) is judged as vmi_migration judges it (migration.judge_in_flight): adopted and followed
 in the same batch, counting against the limits, or failed.
@@ -18,7 +21,7 @@ __metaclass__ = type
 import time
 import uuid
 
-from ansible_collections.vmsched.kubevirt.plugins.module_utils import node_fit
+from ansible_collections.vmsched.kubevirt.plugins.module_utils import node_fit, plan
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import (
     ApiException,
     KubeVirtError,
@@ -60,6 +63,10 @@ _UNREADABLE = object()
 
 class BatchError(KubeVirtError):
     """A job that could not start (the create callback raises it, or any KubeVirtError, with a message for the user)."""
+
+
+class NoFit(KubeVirtError):
+    """The preflight's verdict that no node can take a VMI even alone: the drain plan cannot place it either."""
 
 
 class MigrationBatch:
@@ -247,6 +254,37 @@ class MigrationBatch:
 # --- vmi_evacuation ---------------------------------------------------------------------------------------------
 
 
+def memory_to_copy(vmi, requests=None):
+    """Bytes a live migration of the VMI copies: its guest memory, status.memory.guestCurrent (which follows a
+    memory hotplug), else spec.domain.memory.guest (virt-api sets it from resources.requests.memory, else
+    resources.limits.memory, else the hugepage size: pkg/defaults setGuestMemory), else those resources; else the
+    launcher pod's memory request (`requests`), which adds KubeVirt's overhead to the guest memory; else 0."""
+    domain = ((vmi or {}).get("spec") or {}).get("domain") or {}
+    resources = domain.get("resources") or {}
+    for value in ((((vmi or {}).get("status") or {}).get("memory") or {}).get("guestCurrent"),
+                  (domain.get("memory") or {}).get("guest"), (resources.get("requests") or {}).get("memory"),
+                  (resources.get("limits") or {}).get("memory")):
+        if value:
+            try:
+                return int(node_fit.parse_quantity(value))
+            except node_fit.QuantityError:
+                continue
+    return int((requests or {}).get("memory", 0))
+
+
+def plan_input(migrator, vmi, selector, not_migratable=None):
+    """A VMI as plan.drain_plan and plan.rebalance_plan take it: its target pod's constraints and requests as the
+    preflight judges them (VmiMigrator.constraints_and_requests, after read_nodes), the memory its migration copies,
+    why it cannot migrate (None: it can)."""
+    meta = vmi["metadata"]
+    item = dict(namespace=meta["namespace"], name=meta["name"], node=(vmi.get("status") or {}).get("nodeName"),
+                not_migratable=not_migratable, constraints=None, requests=None, memory=0)
+    if not_migratable is None:
+        item["constraints"], item["requests"] = migrator.constraints_and_requests(vmi, selector)
+        item["memory"] = memory_to_copy(vmi, item["requests"])
+    return item
+
+
 def requested_selector(params):
     """The selector vmi_evacuation's added_node_selector asks for (values as strings); KubeVirtError when
     target_nodes contradicts it."""
@@ -281,10 +319,12 @@ class Evacuation:
         self.p = dict(params)
         self.p["added_node_selector"] = self.p["added_node_selector"] or {}
         self.p["target_nodes"] = self.p["target_nodes"] or []
+        self.p["placement"] = self.p.get("placement") or "scheduler"
+        self.p["allow_partial"] = bool(self.p.get("allow_partial"))
         self.warnings = []
         self.m = VmiMigrator(reader, self.warn)
         self.run_id = uuid.uuid4().hex[:12]
-        self.result = dict(changed=False, vmis=[], cordoned=False, node_checks="not run", kubevirt={},
+        self.result = dict(changed=False, vmis=[], cordoned=False, node_checks="not run", kubevirt={}, plan=None,
                            summary=dict(selected=0, to_migrate=0, migrated=0, failed=0, not_started=0, adopted=0,
                                         max_parallel=None, max_parallel_per_node=None, peak_in_flight=0,
                                         makespan_seconds=None, migration_seconds_total=None,
@@ -361,8 +401,8 @@ class Evacuation:
                 return entry
         entry = dict(namespace=meta["namespace"], name=meta["name"], status="planned",
                      source_node=(vmi.get("status") or {}).get("nodeName"), target_node=None,
-                     added_node_selector={}, candidates=[], migration=None, duration_seconds=None,
-                     failure_reason=None, adopted=False)
+                     added_node_selector={}, candidates=[], planned_target=None, migration=None,
+                     duration_seconds=None, failure_reason=None, adopted=False)
         self.result["vmis"].append(entry)
         return entry
 
@@ -378,8 +418,9 @@ class Evacuation:
         entry.update(adopted=True, migration=summarize(found.vmim), added_node_selector=selector_of(found.vmim))
 
     def preflight(self, vmi, selector, vmims):
-        """The VMI's entry with its selector and candidates, and the migration in flight it adopts (None when the
-        run is to create one), or KubeVirtError with the reason it cannot move."""
+        """(the VMI's entry, the migration in flight it adopts or None when the run is to create one, the nodes that
+        can take it alone: None when the nodes are unreadable), or KubeVirtError with the reason it cannot move
+        (NoFit when no node can take it). Where it goes is decided after the drain plan (target)."""
         entry = self.entry(vmi)
         problem = not_running(vmi)
         if problem:
@@ -391,17 +432,13 @@ class Evacuation:
                 raise KubeVirtError(found.message + ("; wait for it, or cancel it with vmsched.kubevirt.vmi_migration "
                                                      "and state=absent" if found.verdict != CANCELLING else ""))
             self.adopt(entry, found)
-            return entry, found.vmim
+            return entry, found.vmim, None
         problem = not_live_migratable(vmi) or selector_conflict(vmi, selector)
         if problem:
             raise KubeVirtError(problem)
-        wanted = dict(selector)
-        targets = self.p["target_nodes"]
         if self.m.nodes is None:
-            if targets:
-                wanted[node_fit.HOSTNAME_LABEL] = self.least_assigned(targets)
-            entry["added_node_selector"] = wanted
-            return entry, None
+            return entry, None, None
+        targets = self.p["target_nodes"]
         results = self.m.fit(vmi, selector)[0]
         fits = node_fit.candidates(results)
         if targets:
@@ -411,11 +448,20 @@ class Evacuation:
             if targets:
                 results = [r for r in results if r["name"] in targets] or results
             nearest = node_fit.explain_rejections(results) or "none of target_nodes exists"
-            raise KubeVirtError("no node can take it. Nearest nodes: %s" % nearest)
-        if targets:
-            wanted[node_fit.HOSTNAME_LABEL] = self.least_assigned(fits)
+            raise NoFit("no node can take it. Nearest nodes: %s" % nearest)
+        return entry, None, fits
+
+    def target(self, job, selector, planned_target):
+        """The selector of a job's VMIM: added_node_selector, with placement=planned the node the drain plan chose
+        as kubernetes.io/hostname, else with target_nodes the one least assigned so far among those that fit."""
+        entry = job["entry"]
+        wanted = dict(selector)
+        if self.p["placement"] == "planned":
+            wanted[node_fit.HOSTNAME_LABEL] = entry["planned_target"] = planned_target
+        elif self.p["target_nodes"]:
+            wanted[node_fit.HOSTNAME_LABEL] = self.least_assigned(
+                job["fits"] if job["fits"] is not None else self.p["target_nodes"])
         entry["added_node_selector"] = wanted
-        return entry, None
 
     def least_assigned(self, names):
         """Of `names`, the node this run has given the fewest VMIs so far (ties: target_nodes order, name)."""
@@ -423,6 +469,55 @@ class Evacuation:
         choice = min(names, key=lambda n: (self.assigned.get(n, 0), targets.index(n) if n in targets else 0, n))
         self.assigned[choice] = self.assigned.get(choice, 0) + 1
         return choice
+
+    # --- the drain plan -------------------------------------------------------------------------------------
+
+    def plan_input(self, vmi, selector, not_migratable=None):
+        return plan_input(self.m, vmi, selector, not_migratable)
+
+    def bandwidth(self, caps):
+        """KubeVirt's bandwidthPerMigration in bytes per second, None when unset (or not a quantity: warned)."""
+        configured = caps.bandwidth_per_migration
+        if configured in (None, ""):
+            return None
+        try:
+            return node_fit.parse_quantity(configured)
+        except node_fit.QuantityError:
+            self.warn("the KubeVirt CR's bandwidthPerMigration %r is not a quantity: the drain plan's estimate assumes "
+                      "a bandwidth instead" % (configured,))
+            return None
+
+    def drain_plan(self, items, selector, limit, caps):
+        """plan.drain_plan of `items` over the nodes and pods the preflight read, with KubeVirt's caps (max_parallel
+        lowering parallelMigrationsPerCluster) and bandwidthPerMigration; None (with a warning) when items is None
+        (nodes unreadable)."""
+        if items is None:
+            self.warn("no drain plan (plan is null): the nodes cannot be listed, so the run cannot tell beforehand "
+                      "which VMIs no node can take; allow_partial does not apply and the VMIs that pass the "
+                      "preflight are migrated as without a plan")
+            return None
+        return plan.drain_plan(items, self.m.nodes, self.m.pods, self.p["node"], target_nodes=self.p["target_nodes"],
+                               parallel_per_cluster=limit, parallel_outbound_per_node=caps.parallel_outbound_per_node,
+                               bandwidth_per_migration=self.bandwidth(caps), added_selector=selector)
+
+    def apply_plan(self, jobs, selector, drain):
+        """The jobs that go ahead after the drain plan (the plan's unplaceable VMIs failed with its reason), each
+        with its VMIM's selector (target); with placement=planned in the plan's order (largest memory first)."""
+        unplaceable = dict(((u["namespace"], u["name"]), u["reason"]) for u in (drain or {}).get("unplaceable", []))
+        order = dict(((v["namespace"], v["name"]), index) for index, v in enumerate((drain or {}).get("vmis", [])))
+        targets = dict(((v["namespace"], v["name"]), v["target"]) for v in (drain or {}).get("vmis", []))
+        kept = []
+        for job in jobs:
+            key = (job["namespace"], job["name"])
+            if key in unplaceable:
+                job["entry"].update(status="failed", failure_reason=unplaceable[key])
+                continue
+            if not job.get("adopted"):
+                self.target(job, selector, targets.get(key))
+            kept.append(job)
+        if self.p["placement"] == "planned":
+            kept.sort(key=lambda j: -1 if j.get("adopted") else order.get((j["namespace"], j["name"]), len(order)))
+        return kept
 
     # --- the run ---------------------------------------------------------------------------------------------
 
@@ -457,6 +552,7 @@ class Evacuation:
         limit = self.limits(caps)
         summary = self.result["summary"]
         cordon = self.cordon_needed()
+        planned = self.p["placement"] == "planned"
 
         vmis = self.select()
         summary["selected"] = len(vmis)
@@ -472,41 +568,57 @@ class Evacuation:
                 continue
             to_move.append(vmi)
         summary["to_migrate"] = len(to_move)
-        if to_move and (selector or self.p["target_nodes"]) and caps.added_node_selector is False:
+        if to_move and (selector or self.p["target_nodes"] or planned) and caps.added_node_selector is False:
             self.fail(self.m.lacks_added_node_selector(
-                "added_node_selector/target_nodes", "Use vmsched.kubevirt.vmi_migration with "
-                "strategy=vm_node_selector per VM, or upgrade KubeVirt."))
+                "added_node_selector/target_nodes" if selector or self.p["target_nodes"] else "placement=planned",
+                "Use vmsched.kubevirt.vmi_migration with strategy=vm_node_selector per VM, or upgrade KubeVirt."))
+        if to_move and planned and self.m.nodes is None:
+            self.fail("placement=planned needs the drain plan, which needs to list nodes (node checks %s); nothing was "
+                      "changed. Use placement=scheduler, or run as a user who may list nodes." % self.m.node_checks)
 
         vmims_by_ns = {}
         jobs = []
+        # The drain plan's VMIs; None when it cannot be made (VMIs to move, nodes unreadable).
+        items = None if to_move and self.m.nodes is None else []
         for vmi in to_move:
             ns = vmi["metadata"]["namespace"]
             if ns not in vmims_by_ns:
                 vmims_by_ns[ns] = self.reader.list_vmims(ns)
             try:
-                entry, adopted = self.preflight(vmi, selector, vmims_by_ns[ns])
+                entry, adopted, fits = self.preflight(vmi, selector, vmims_by_ns[ns])
             except KubeVirtError as exc:
                 entry = self.entry(vmi)
                 entry["status"] = "failed"
                 entry["failure_reason"] = str(exc)
+                if items is not None:
+                    items.append(self.plan_input(vmi, selector, None if isinstance(exc, NoFit) else str(exc)))
                 continue
-            job = dict(namespace=ns, name=entry["name"], source_node=entry["source_node"], entry=entry,
+            job = dict(namespace=ns, name=entry["name"], source_node=entry["source_node"], entry=entry, fits=fits,
                        evacuating=bool((vmi.get("status") or {}).get("evacuationNodeName")))
             if adopted is not None:
                 job.update(adopted=True, vmim=adopted)
+            elif items is not None:
+                items.append(self.plan_input(vmi, selector))
             jobs.append(job)
+
+        # The drain plan, before any write: where each VMI goes with the others counted, in waves, how long.
+        drain = self.result["plan"] = self.drain_plan(items, selector, limit, caps)
+        jobs = self.apply_plan(jobs, selector, drain)
+        refuse = bool(drain and (drain["unplaceable"] or drain["not_migratable"]) and not self.p["allow_partial"])
+        hint = (". With allow_partial=false nothing is written (no cordon, no migration) while the drain plan "
+                "leaves VMIs behind; allow_partial=true moves the others") if refuse else ""
 
         if self.check_mode:
             for job in jobs:
                 if job.get("adopted"):
                     job["entry"]["status"] = "adopted"
             # Following a migration in flight is a change, as vmi_migration's attaching is.
-            self.result["changed"] = bool(jobs) or cordon
-            return self.verdict()
-        if len(jobs) < len(to_move) and self.p["stop_on_failure"]:
+            self.result["changed"] = not refuse and (bool(jobs) or cordon)
+            return self.verdict(hint)
+        if refuse or (len(jobs) < len(to_move) and self.p["stop_on_failure"]):
             for job in jobs:
                 job["entry"]["status"] = "not_started"
-            return self.verdict()
+            return self.verdict(hint)
         if cordon:
             self.reader.patch_node(self.p["node"], {"spec": {"unschedulable": True}})
             self.result["cordoned"] = True
@@ -615,8 +727,8 @@ class Evacuation:
                       % (entry["namespace"], entry["name"], vmim["metadata"]["name"], origin(vmim),
                          landed or "an unknown node", wanted_text(selector, targets, self.p["node"])))
 
-    def verdict(self):
-        """The summary's counts; fails naming the VMIs that could not be moved."""
+    def verdict(self, hint=""):
+        """The summary's counts; fails naming the VMIs that could not be moved (and `hint`, why nothing was)."""
         summary = self.result["summary"]
         for status in ("failed", "migrated", "not_started"):
             summary[status] = sum(1 for e in self.result["vmis"] if e["status"] == status)
@@ -625,7 +737,7 @@ class Evacuation:
         if failed:
             shown = "; ".join("%s/%s: %s" % (e["namespace"], e["name"], e["failure_reason"]) for e in failed[:5])
             more = len(failed) - 5
-            self.fail("%d of %d VMI(s) could not be moved%s: %s%s"
+            self.fail("%d of %d VMI(s) could not be moved%s: %s%s%s"
                       % (len(failed), summary["to_migrate"],
                          " (nothing was changed)" if not self.result["changed"] or self.check_mode else "",
-                         shown, " (and %d more)" % more if more > 0 else ""))
+                         shown, " (and %d more)" % more if more > 0 else "", hint))

@@ -106,7 +106,8 @@ class Capabilities:
     """What the cluster's KubeVirt supports, and how we know it. `kubevirt_cr` is the CR read (None if none or unreadable)."""
 
     def __init__(self, version=None, source=None, added_node_selector=None, parallel_per_cluster=None,
-                 parallel_outbound_per_node=None, node_selectors=None, warnings=None, kubevirt_cr=None):
+                 parallel_outbound_per_node=None, node_selectors=None, warnings=None, kubevirt_cr=None,
+                 bandwidth_per_migration=None):
         self.version = version
         self.node_selectors = dict(node_selectors or {})
         self.source = source
@@ -117,6 +118,9 @@ class Capabilities:
             parallel_outbound_per_node or KUBEVIRT_MIGRATION_DEFAULTS["parallelOutboundMigrationsPerNode"]
         self.warnings = warnings or []
         self.kubevirt_cr = kubevirt_cr
+        # spec.configuration.migrations.bandwidthPerMigration as configured (a quantity per second; None when unset
+        # or unreadable: KubeVirt's default 0Mi sets no cap). MigrationPolicies may set another per VMI.
+        self.bandwidth_per_migration = bandwidth_per_migration
 
     def supports(self, feature):
         """Whether the detected KubeVirt has a feature of versions.KUBEVIRT_FEATURES; True when the version is
@@ -148,7 +152,8 @@ def _read_kubevirt_cr(reader, warn, consequence):
 def detect_capabilities(reader):
     """KubeVirt version from the KubeVirt CR (status.observedKubeVirtVersion) -> versions.py.
 
-    A user who may not read the CR (e.g. bound only to kubevirt.io:migrate) gets the
+    A user who may not read the CR (KubeVirt's kubevirt.io:default grants it to every authenticated user, so only
+    where an admin removed that binding) gets the
     answer from the served OpenAPI schema instead, which is what the API server will
     actually keep of a VMIM; the migration limits then stay at KubeVirt's defaults.
     """
@@ -172,7 +177,8 @@ def detect_capabilities(reader):
                             added_node_selector=supported,
                             parallel_per_cluster=migrations.get("parallelMigrationsPerCluster"),
                             parallel_outbound_per_node=migrations.get("parallelOutboundMigrationsPerNode"),
-                            node_selectors=node_selectors, warnings=warnings, kubevirt_cr=cr)
+                            node_selectors=node_selectors, warnings=warnings, kubevirt_cr=cr,
+                            bandwidth_per_migration=migrations.get("bandwidthPerMigration"))
     try:
         supported = reader.openapi_has_added_node_selector()
         source = "the served OpenAPI schema of VirtualMachineInstanceMigration"

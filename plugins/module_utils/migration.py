@@ -29,7 +29,7 @@ import json
 import signal
 import time
 
-from ansible_collections.vmsched.kubevirt.plugins.module_utils import node_fit, target_pod
+from ansible_collections.vmsched.kubevirt.plugins.module_utils import node_fit, plan, target_pod
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import (
     ApiException,
     KubeVirtError,
@@ -341,6 +341,7 @@ class VmiMigrator:
         self.caps = None
         self.nodes = None
         self.pods = None
+        self._placement = None
         self.node_checks = "not run"
 
     # --- before any write ---------------------------------------------------------------------------------------
@@ -367,6 +368,7 @@ class VmiMigrator:
             self.node_checks = "skipped: cannot list nodes (%s)" % why
             self.warn("cannot list nodes (%s): the node checks are skipped; the scheduler still enforces the "
                       "selector, and an unschedulable target fails the migration after its timeout" % why)
+        self._placement = None
         self.nodes = unless_forbidden(self.reader.nodes, nodes_unreadable)
         if self.nodes is None:
             return False
@@ -375,13 +377,13 @@ class VmiMigrator:
         self.node_checks = "done" if self.pods is not None else "done without the resource check"
         return True
 
-    def fit(self, vmi, selector):
-        """(every node with the reasons it cannot take the VMI's target pod, candidates first; whether free
-        resources were checked, which needs the VMI's launcher pod). read_nodes() first.
+    def constraints_and_requests(self, vmi, selector):
+        """(the constraints of the VMI's migration target pod, its requests: None without the launcher pod to take
+        them from). read_nodes() first.
 
-        A node is judged by the target pod KubeVirt will create (target_pod.py): the VMI's constraints with
-        KubeVirt's additions (machine type, the CPU model the VM runs with), and the running launcher pod's
-        requests (overhead, device plugins' resources, its sidecar)."""
+        The target pod is the one KubeVirt will create (target_pod.py): the VMI's constraints with KubeVirt's
+        additions (machine type, the CPU model the VM runs with), and the running launcher pod's requests
+        (overhead, device plugins' resources, its sidecar). fit() and the evacuation's drain plan both use this."""
         source = ((vmi or {}).get("status") or {}).get("nodeName")
         pod = source_pod(vmi, self.pods)
         source_node = next((n for n in self.nodes or [] if node_fit.node_name(n) == source), None)
@@ -389,8 +391,23 @@ class VmiMigrator:
             vmi, pod, source_node, self.caps.node_selectors if self.caps else None, selector,
             vendor_rule=self.caps.supports("migration_cpu_vendor_selector") if self.caps else True)
         requests = node_fit.pod_requests(pod) if pod is not None else None
-        results = node_fit.evaluate_nodes(self.nodes, constraints, selector, source, requests,
-                                          self.pods if requests is not None else None)
+        return constraints, requests
+
+    def placement(self):
+        """The nodes and the pods bound to them, as plan.Placement judges a target pod (nothing planned)."""
+        if self._placement is None:
+            self._placement = plan.Placement(self.nodes, self.pods)
+        return self._placement
+
+    def fit(self, vmi, selector):
+        """(every node with the reasons it cannot take the VMI's target pod, candidates first; whether free
+        resources were checked, which needs the VMI's launcher pod). read_nodes() first.
+
+        The VMI alone, against the pods bound now: plan.Placement with nothing planned, the one fit a drain plan
+        uses too (there it counts the VMIs the plan placed before)."""
+        source = ((vmi or {}).get("status") or {}).get("nodeName")
+        constraints, requests = self.constraints_and_requests(vmi, selector)
+        results = self.placement().fit(constraints, requests, source, selector)
         return results, requests is not None
 
     # --- writing ------------------------------------------------------------------------------------------------

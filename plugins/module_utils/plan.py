@@ -6,10 +6,11 @@ out a cluster (rebalance_plan), how even a cluster is (spread), and what an appl
 
 Private to this collection. Pure functions over plain dicts: nothing here reads or writes the cluster.
 
-migration.VmiMigrator.fit judges one VMI alone against the pods bound now. A plan of many moves must also count
-the moves it has already planned: a node that takes one VMI may have no room left for the next. Placement does
-that, and every decision goes through node_fit.evaluate_node, so a plan rejects a node for the same reasons a
-single migration would.
+migration.VmiMigrator.fit judges one VMI alone against the pods bound now: a Placement with nothing planned. A plan
+of many moves must also count the moves it has already planned: a node that takes one VMI may have no room left for
+the next. Placement does that, and every decision goes through node_fit.evaluate_node, so a plan rejects a node for
+the same reasons a single migration would. vmi_evacuation reports a drain plan (evacuation.py) and, with
+placement=planned, follows it.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -159,13 +160,35 @@ def wave_size(parallel_per_cluster=None, parallel_outbound_per_node=None):
     return max(1, min(int(per_cluster), int(per_node)))
 
 
-def estimate(memories, size, bandwidth_per_migration=None):
-    """(waves of `memories` (bytes to copy, in wave order), seconds, the basis of the estimate in words).
+def assign_waves(entries, parallel_per_cluster=None, parallel_outbound_per_node=None):
+    """The waves KubeVirt's caps allow, in the entries' order: each entry (a dict with "source", its node) joins
+    the first wave with fewer than parallel_per_cluster migrations and fewer than parallel_outbound_per_node from its
+    source. From one source node that is wave_size() migrations a wave, filled one after another. Sets each entry's
+    "wave" (from 1); returns the waves, lists of entries."""
+    per_cluster = max(1, int(parallel_per_cluster or KUBEVIRT_MIGRATION_DEFAULTS["parallelMigrationsPerCluster"]))
+    per_node = max(1, int(parallel_outbound_per_node
+                          or KUBEVIRT_MIGRATION_DEFAULTS["parallelOutboundMigrationsPerNode"]))
+    waves, per_source = [], []
+    for entry in entries:
+        source = entry.get("source")
+        index = next((i for i, wave in enumerate(waves)
+                      if len(wave) < per_cluster and per_source[i].get(source, 0) < per_node), len(waves))
+        if index == len(waves):
+            waves.append([])
+            per_source.append({})
+        waves[index].append(entry)
+        per_source[index][source] = per_source[index].get(source, 0) + 1
+        entry["wave"] = index + 1
+    return waves
 
-    A wave runs `size` migrations at once and lasts as long as its largest copy at the per-migration bandwidth;
-    the waves run one after another. One pass over the guest memory: pages written again during the copy, setup
-    and switch-over are not counted, so the real duration is longer."""
-    waves = [memories[start:start + size] for start in range(0, len(memories), size)]
+
+def estimate(waves, caps, bandwidth_per_migration=None):
+    """(seconds, the basis of the estimate in words) of `waves` (lists of bytes to copy), `caps` saying in words
+    how many migrations a wave holds.
+
+    A wave runs its migrations at once and lasts as long as its largest copy at the per-migration bandwidth; the
+    waves run one after another. One pass over the guest memory: pages written again during the copy, setup and
+    switch-over are not counted, so the real duration is longer."""
     if bandwidth_per_migration and bandwidth_per_migration > 0:
         bandwidth = float(bandwidth_per_migration)
         source = "KubeVirt's bandwidthPerMigration (%s/s per migration)" % node_fit.format_quantity("memory", bandwidth)
@@ -175,12 +198,21 @@ def estimate(memories, size, bandwidth_per_migration=None):
                   "which sets no cap, so the network decides; 1Gi/s is about a 10 Gbit/s link)"
                   % node_fit.format_quantity("memory", bandwidth))
     seconds = sum(max(wave) / bandwidth for wave in waves if wave)
-    basis = ("%s; %d wave%s of at most %d migration%s (parallelMigrationsPerCluster and "
-             "parallelOutboundMigrationsPerNode both cap the migrations leaving one node), each as long as its "
-             "largest memory copy; one pass over the guest memory, without pages written again, setup or "
-             "switch-over, so the migrations take longer"
-             % (source, len(waves), "" if len(waves) == 1 else "s", size, "" if size == 1 else "s"))
-    return waves, round(seconds, 1), basis
+    basis = ("%s; %d wave%s of %s, each as long as its largest memory copy; one pass over the guest memory, "
+             "without pages written again, setup or switch-over, so the migrations take longer"
+             % (source, len(waves), "" if len(waves) == 1 else "s", caps))
+    return round(seconds, 1), basis
+
+
+def _caps_text(sources, parallel_per_cluster, parallel_outbound_per_node):
+    if len(sources) <= 1:
+        size = wave_size(parallel_per_cluster, parallel_outbound_per_node)
+        return ("at most %d migration%s (parallelMigrationsPerCluster and parallelOutboundMigrationsPerNode both "
+                "cap the migrations leaving one node)" % (size, "" if size == 1 else "s"))
+    per_cluster = parallel_per_cluster or KUBEVIRT_MIGRATION_DEFAULTS["parallelMigrationsPerCluster"]
+    per_node = parallel_outbound_per_node or KUBEVIRT_MIGRATION_DEFAULTS["parallelOutboundMigrationsPerNode"]
+    return ("at most %d migrations, %d from any one node (parallelMigrationsPerCluster, "
+            "parallelOutboundMigrationsPerNode)" % (int(per_cluster), int(per_node)))
 
 
 def _size_order(vmi):
@@ -202,16 +234,18 @@ def drain_plan(vmis, nodes, pods, source_node, target_nodes=None, parallel_per_c
 
     vmis: dicts with namespace, name, constraints (target_pod.target_constraints), requests (the launcher pod's,
     node_fit.pod_requests; None skips the resource check), memory (bytes to copy) and not_migratable (a reason or
-    None). target_nodes: only these nodes take VMIs. added_selector: the migrations' addedNodeSelector.
+    None); node, the node a VMI runs on, when the VMIs come from several nodes (source_node None, or a VMI
+    elsewhere). target_nodes: only these nodes take VMIs. added_selector: the migrations' addedNodeSelector.
 
     Placement rule: biggest first (_size_order); each VMI goes to the node with the most free memory after it
     (allocatable minus bound and planned requests; ties by node name), among the nodes that fit it with the VMIs
-    planned before it counted. This spreads the drained node's VMIs instead of filling one node up.
+    planned before it counted. This spreads the drained node's VMIs instead of filling one node up. A source keeps
+    its requests (the launcher pod holds them until the migration ends): a drained node is never a target anyway.
 
-    Waves: every migration leaves the same node, so a wave is min(parallel_per_cluster,
-    parallel_outbound_per_node) migrations; they are ordered by memory to copy, largest first, which makes the
-    sum of the waves' longest copies the smallest. Every placement is counted at once, so any order of the waves
-    fits.
+    Waves (assign_waves): migrations that leave the same node run min(parallel_per_cluster,
+    parallel_outbound_per_node) at once; they are ordered by memory to copy, largest first, which makes the sum of
+    the waves' longest copies the smallest. Every placement is counted at once, so any order of the waves fits.
+    Each entry of vmis: namespace, name, source, target, wave, memory.
     """
     allowed = set(target_nodes or [])
     in_scope = [n for n in nodes or [] if not allowed or node_fit.node_name(n) in allowed]
@@ -222,22 +256,22 @@ def drain_plan(vmis, nodes, pods, source_node, target_nodes=None, parallel_per_c
             not_migratable.append({"namespace": vmi.get("namespace"), "name": vmi.get("name"),
                                    "reason": vmi["not_migratable"]})
             continue
+        source = vmi.get("node") or source_node
         requests = vmi.get("requests")
-        results = placement.fit(vmi.get("constraints") or {}, requests, source_node, added_selector)
+        results = placement.fit(vmi.get("constraints") or {}, requests, source, added_selector)
         fitting = node_fit.candidates(results)
         if not fitting:
             unplaceable.append({"namespace": vmi.get("namespace"), "name": vmi.get("name"),
-                                "reason": _unplaceable_reason(placement, vmi, source_node, added_selector, results)})
+                                "reason": _unplaceable_reason(placement, vmi, source, added_selector, results)})
             continue
         target = min((-_free_memory_after(placement, name, requests), name) for name in fitting)[1]
-        placement.place(vm_key(vmi), requests, target, source_node)
-        placed.append({"namespace": vmi.get("namespace"), "name": vmi.get("name"), "target": target,
-                       "memory": int(vmi.get("memory") or 0)})
+        placement.place(vm_key(vmi), requests, target, source)
+        placed.append({"namespace": vmi.get("namespace"), "name": vmi.get("name"), "source": source,
+                       "target": target, "memory": int(vmi.get("memory") or 0)})
     placed.sort(key=lambda e: (-e["memory"],) + _name_order(e))
-    size = wave_size(parallel_per_cluster, parallel_outbound_per_node)
-    waves, seconds, basis = estimate([e["memory"] for e in placed], size, bandwidth_per_migration)
-    for index, entry in enumerate(placed):
-        entry["wave"] = index // size + 1
+    waves = assign_waves(placed, parallel_per_cluster, parallel_outbound_per_node)
+    caps = _caps_text(set(e["source"] for e in placed), parallel_per_cluster, parallel_outbound_per_node)
+    seconds, basis = estimate([[e["memory"] for e in wave] for wave in waves], caps, bandwidth_per_migration)
     return {"vmis": placed, "unplaceable": sorted(unplaceable, key=_name_order),
             "not_migratable": sorted(not_migratable, key=_name_order), "waves": len(waves),
             "estimated_seconds": seconds, "estimate_basis": basis}
@@ -256,7 +290,7 @@ def _unplaceable_reason(placement, vmi, source_node, added_selector, results):
 # --- rebalance -----------------------------------------------------------------------------------------------------
 
 
-def _exclusion(vm, cooldown_seconds):
+def exclusion(vm, cooldown_seconds):
     """Why a VM in scope may not move at all, or None."""
     if vm.get("not_migratable"):
         return vm["not_migratable"]
@@ -393,7 +427,7 @@ def rebalance_plan(vmis, nodes, pods, load, threshold, max_migrations, cooldown_
     names = set(node_fit.node_name(n) for n in nodes or [])
     skipped, candidates = [], []
     for vm in sorted(vmis or [], key=_name_order):
-        reason = _exclusion(vm, cooldown_seconds)
+        reason = exclusion(vm, cooldown_seconds)
         if reason is None and vm.get("node") not in names:
             reason = "runs on %s, not a node in scope" % vm.get("node")
         if reason is None:

@@ -29,8 +29,16 @@ description:
     the cluster) instead.
   - B(Preflight, before any write), every VMI to move is checked as M(vmsched.kubevirt.vmi_migration) checks one
     (C(Running), C(LiveMigratable), no migration in flight that goes elsewhere, candidate nodes with room for it). A
-    VMI that fails the preflight is reported and not migrated; with O(stop_on_failure=true) nothing is written at all
-    then.
+    VMI that fails the preflight is reported and not migrated.
+  - B(The drain plan, before any write), RV(plan), places the VMIs to move together, each where it fits with the
+    ones placed before it counted (the preflight judges each VMI alone), biggest first, on the node with the most
+    memory left after it. It lists the VMIs no node can take (RV(plan.unplaceable)) and those that cannot migrate
+    (RV(plan.not_migratable)), groups the migrations in waves as KubeVirt's limits run them, and estimates how long
+    they take. When it leaves any VMI behind, the module fails before any write (the cordon included), naming them
+    and why, unless O(allow_partial=true); then it moves the others and still fails at the end, naming the VMIs it
+    could not move. With O(stop_on_failure=true), any VMI left behind stops the run before any write.
+  - With O(placement=planned), each VMI goes to the node the plan chose for it; with O(placement=scheduler) (the
+    default), KubeVirt's scheduler picks among the nodes the VMI may go to, and the plan is a forecast.
   - B(Migrations already in flight are adopted) when they go where the run wants, as
     M(vmsched.kubevirt.vmi_migration) judges them. This finishes the job after a C(kubectl drain) by hand or the
     descheduler, whose evictions KubeVirt answers by migrating the VMIs itself (VMIMs C(kubevirt-evacuation-*),
@@ -99,8 +107,9 @@ options:
     type: int
   stop_on_failure:
     description:
-      - On the first VMI that fails (preflight, creation or migration), start no further migration; the ones in
-        flight are waited for. A preflight failure then stops the run before any write.
+      - On the first VMI that fails (preflight, drain plan, creation or migration), start no further migration;
+        the ones in flight are waited for. A VMI the preflight or the drain plan leaves behind then stops the run
+        before any write, whatever O(allow_partial) says.
     type: bool
     default: false
   wait_timeout:
@@ -119,12 +128,36 @@ options:
       - V(0) or more; V(0) fails a migration as soon as the scheduler reports its target pod unschedulable. A
         negative value is refused before anything is written.
     type: int
+  placement:
+    description:
+      - Where each VMI goes.
+      - V(scheduler) lets KubeVirt's scheduler pick among the nodes the VMI may go to (its own constraints and
+        O(added_node_selector); with O(target_nodes), the candidate node given the fewest VMIs of this run so far).
+      - V(planned) sends each VMI to the node the drain plan chose for it (RV(plan.vmis[].target)), as
+        C(kubernetes.io/hostname) added to the VMIM's C(spec.addedNodeSelector) (KubeVirt 1.6.0 or later); the
+        migrations start in the plan's order, largest memory first. RV(vmis[].planned_target) names the planned
+        node, RV(vmis[].target_node) where the VMI landed.
+      - V(planned) needs to list nodes; a user who may not gets an error before any write.
+    type: str
+    choices: [scheduler, planned]
+    default: scheduler
+  allow_partial:
+    description:
+      - What to do when the drain plan leaves VMIs behind (RV(plan.unplaceable), RV(plan.not_migratable)).
+      - V(false) fails before any write, the cordon included, naming each of them with the reason.
+      - V(true) moves the others; the VMIs left behind are reported V(failed) with the reason, and the module fails
+        at the end naming them.
+      - When the nodes cannot be listed there is no plan (RV(plan) is V(null)), and the module moves the VMIs that
+        pass the preflight whatever this option says.
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full
     details:
-      - Runs the preflight only and writes nothing (no cordon, no VMIM); returns the plan in RV(vmis), with the
-        migrations it would adopt (status V(adopted)).
+      - Runs the preflight and the drain plan only and writes nothing (no cordon, no VMIM); returns the plan in
+        RV(plan), and each VMI in RV(vmis) with its candidate nodes and the migrations it would adopt (status
+        V(adopted)). It fails as the real run would, naming the VMIs the plan leaves behind.
   diff_mode:
     support: none
     details:
@@ -151,7 +184,10 @@ notes:
   - When KubeVirt starts evacuating a VMI between the preflight and this run's VMIM, KubeVirt refuses that VMIM,
     and the run adopts KubeVirt's migration instead (it does so only for VMIs KubeVirt had marked for evacuation,
     C(status.evacuationNodeName)).
-  - The free-resource check looks at each VMI alone; it does not add up the VMIs this run sends to the same node.
+  - The preflight's free-resource check (RV(vmis[].candidates)) looks at each VMI alone; the drain plan adds up the
+    VMIs it sends to the same node. Neither counts other migrations in flight whose target pods are not scheduled
+    yet, those the run adopts included; VMIs the run adopts are not in the plan.
+  - The plan's estimate is a lower bound; RV(plan.estimate_basis) says what it assumes.
   - For KubeVirt older than 1.6 with a selector, use M(vmsched.kubevirt.vmi_migration) with
     O(vmsched.kubevirt.vmi_migration#module:strategy=vm_node_selector) in a loop.
 requirements:
@@ -199,6 +235,30 @@ EXAMPLES = r"""
 - name: List the VMs and where each could go
   ansible.builtin.debug:
     msg: "{{ evacuation_plan.vmis | map(attribute='name') | zip(evacuation_plan.vmis | map(attribute='candidates')) }}"
+
+- name: Show the drain plan of node03 over node07 and node08, VMs left behind included
+  vmsched.kubevirt.vmi_evacuation:
+    node: node03
+    target_nodes:
+      - node07
+      - node08
+  check_mode: true
+  failed_when: false
+  register: drain
+
+- name: Say where each VM would go, in which wave, and which cannot move
+  ansible.builtin.debug:
+    msg:
+      - "{{ drain.plan.vmis | map(attribute='name') | zip(drain.plan.vmis | map(attribute='target')) }}"
+      - "{{ drain.plan.waves }} waves, at least {{ drain.plan.estimated_seconds }} s"
+      - "{{ drain.plan.unplaceable + drain.plan.not_migratable }}"
+
+- name: Cordon node03 and move each VM to the node the plan chose, leaving behind those that cannot move
+  vmsched.kubevirt.vmi_evacuation:
+    node: node03
+    cordon: true
+    placement: planned
+    allow_partial: true
 """
 
 RETURN = r"""
@@ -233,8 +293,9 @@ vmis:
       sample: node04
     added_node_selector:
       description:
-        - The selector its VMIM carries (O(added_node_selector) plus the node picked from O(target_nodes)); for an
-          adopted migration, that VMIM's own (V({}) for KubeVirt's evacuation).
+        - The selector its VMIM carries (O(added_node_selector) plus the node picked from O(target_nodes), or with
+          O(placement=planned) the planned node); for an adopted migration, that VMIM's own (V({}) for KubeVirt's
+          evacuation).
       type: dict
       sample: {"topology.kubernetes.io/zone": "zone-b"}
     candidates:
@@ -242,6 +303,13 @@ vmis:
       type: list
       elements: str
       sample: [node04]
+    planned_target:
+      description:
+        - With O(placement=planned), the node the drain plan chose for the VMI, which its VMIM names as
+          C(kubernetes.io/hostname); V(null) with O(placement=scheduler), or when the VMI is not moved by this run's
+          own VMIM (adopted, failed).
+      type: str
+      sample: node04
     migration:
       description:
         - The VMIM as last seen (name, phase, phase timestamps, source and target node), V(null) if none; when
@@ -317,6 +385,80 @@ summary:
       type: str
       sample: vmsched.kubevirt.io/evacuation-run=4f1c2a9b0d3e
   sample: {"selected": 20, "to_migrate": 20, "migrated": 20, "failed": 0, "peak_in_flight": 2}
+plan:
+  description:
+    - The drain plan, made before any write (in check mode, all the module does); V(null) when the user may not list
+      nodes. VMIs in place or whose migration in flight the run adopts are not in it.
+    - The VMIs are placed biggest first (memory, then cpu their target pod requests), each on the node with the most
+      memory left after it among the nodes that can take it with the VMIs placed before it counted, as the
+      preflight judges a node (constraints, cordon, taints, free requests of the launcher pod).
+  returned: always
+  type: dict
+  contains:
+    vmis:
+      description: The VMIs the plan places, in the order their migrations run (largest memory first).
+      type: list
+      elements: dict
+      contains:
+        namespace:
+          description: Namespace of the VMI.
+          type: str
+        name:
+          description: Name of the VMI.
+          type: str
+        source:
+          description: The node it runs on.
+          type: str
+        target:
+          description: The node the plan puts it on.
+          type: str
+        wave:
+          description: The wave its migration runs in, from V(1).
+          type: int
+        memory:
+          description:
+            - Bytes its migration copies, the guest memory (C(status.memory.guestCurrent), else
+              C(spec.domain.memory.guest), else C(spec.domain.resources.requests.memory)).
+          type: int
+      sample: [{"namespace": "prod", "name": "db01", "source": "node03", "target": "node07", "wave": 1,
+                "memory": 17179869184}]
+    unplaceable:
+      description:
+        - VMIs no node in scope can take with the VMIs placed before them counted, each with the nearest nodes and
+          why they refuse it (and the nodes it would fit on alone).
+      type: list
+      elements: dict
+      sample: [{"namespace": "prod", "name": "db02", "reason": "no node can take it with the VMIs planned before it
+                counted. Nearest nodes: node07: insufficient memory: needs 16.3Gi, 9.7Gi free of 64Gi allocatable.
+                Alone it would fit on node07: the VMIs planned before it took the room"}]
+    not_migratable:
+      description:
+        - VMIs that cannot migrate now, with the reason (not running, not live-migratable, another migration in
+          flight that goes elsewhere or is being cancelled, a nodeSelector that overrides O(added_node_selector)).
+      type: list
+      elements: dict
+      sample: [{"namespace": "prod", "name": "legacy01", "reason": "not live-migratable: DisksNotLiveMigratable:
+                cannot migrate VMI: PVC legacy01-disk is not shared"}]
+    waves:
+      description:
+        - How many waves the migrations run in; a wave is as many migrations as KubeVirt runs at once
+          (C(parallelMigrationsPerCluster), or O(max_parallel) when lower, and C(parallelOutboundMigrationsPerNode)
+          per source node).
+      type: int
+      sample: 2
+    estimated_seconds:
+      description:
+        - The sum over the waves of their largest memory copy at the per-migration bandwidth; a lower bound.
+      type: float
+      sample: 24.0
+    estimate_basis:
+      description: What the estimate assumes, in words (the bandwidth and where it comes from, the waves).
+      type: str
+      sample: "an assumed 1Gi/s per migration (an assumption: KubeVirt's bandwidthPerMigration is unset or 0,
+        which sets no cap, so the network decides; 1Gi/s is about a 10 Gbit/s link); 2 waves of at most 2
+        migrations (parallelMigrationsPerCluster and parallelOutboundMigrationsPerNode both cap the migrations
+        leaving one node), each as long as its largest memory copy; one pass over the guest memory, without pages
+        written again, setup or switch-over, so the migrations take longer"
 cordoned:
   description: Whether this run cordoned O(node) (V(false) when it was cordoned already or in check mode).
   returned: always
@@ -358,6 +500,8 @@ def argument_spec():
         added_node_selector=dict(type="dict"),
         target_nodes=dict(type="list", elements="str"),
         cordon=dict(type="bool", default=False),
+        placement=dict(type="str", default="scheduler", choices=["scheduler", "planned"]),
+        allow_partial=dict(type="bool", default=False),
         max_parallel=dict(type="int"),
         stop_on_failure=dict(type="bool", default=False),
         wait_timeout=dict(type="int", default=600),

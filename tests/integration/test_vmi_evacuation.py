@@ -40,11 +40,11 @@ def prefer(node):
             {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}}]}}
 
 
-def start_vms_on(kv, ns, count, node, wait, annotations=None):
+def start_vms_on(kv, ns, count, node, wait, annotations=None, memory="1Gi"):
     """`count` VMs that the scheduler puts on `node` (preferred affinity: migrations may leave it)."""
     for i in range(count):
         kv.create("virtualmachines", ns, vm_manifest(f"vm{i:02d}", spec_extra={"affinity": prefer(node)},
-                                                     annotations=annotations))
+                                                     annotations=annotations, memory=memory))
     vmis = [running_vmi(kv, ns, f"vm{i:02d}", wait) for i in range(count)]
     where = {v["metadata"]["name"]: v["status"]["nodeName"] for v in vmis}
     assert set(where.values()) == {node}, f"the scheduler did not follow the preferred affinity: {where}"
@@ -248,3 +248,137 @@ def test_kubevirts_own_evacuations_are_adopted_and_count_against_the_caps(kv, ku
              and all(stamp(p["phaseTransitionTimestamp"]) > created
                      for p in m["status"]["phaseTransitionTimestamps"] if p["phase"] in ("Succeeded", "Failed"))]
     assert len(alive) <= 1, f"created while {alive} were in flight"
+
+
+# --- the drain plan (issue 28) ---------------------------------------------------------------------------------------
+
+TARGETS = ["node03", "node04"]      # zone b; both take host-model VMs from node01 (Skylake)
+
+
+def pod_requests(kv, pod):
+    """What a pod (client model) requests, as the scheduler (and the drain plan) count it."""
+    # Imported here, as test_vmi_migration does: other test modules import this one's helpers.
+    from ansible_collections.vmsched.kubevirt.plugins.module_utils import node_fit
+    return node_fit.pod_requests(kv.core.api_client.sanitize_for_serialization(pod))
+
+
+def launcher_requests(kv, ns, vmi):
+    [pod] = kv.pods(ns, vmi)
+    return pod_requests(kv, pod)
+
+
+def leave_room(kv, ns, node, room, wait):
+    """Bind a filler pod to `node` (as the scheduler would) so that `room` bytes of its memory stay free. Pods still
+    terminating there (earlier tests' namespaces) are waited for first: their room must not come back later."""
+    def on_node():
+        return [p for p in kv.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items
+                if p.status.phase not in ("Succeeded", "Failed")]
+    wait(lambda: not [p for p in on_node() if p.metadata.deletion_timestamp], f"no pod terminating on {node}",
+         timeout=120)
+    from ansible_collections.vmsched.kubevirt.plugins.module_utils.node_fit import parse_quantity
+    used = sum(pod_requests(kv, p).get("memory", 0.0) for p in on_node())
+    filler = parse_quantity(kv.core.read_node(node).status.allocatable["memory"]) - used - room
+    assert filler > 0, f"{node} has less than {room:.0f} bytes of memory free; the premise fails"
+    kv.core.create_namespaced_pod(ns, client.V1Pod(
+        metadata=client.V1ObjectMeta(name=f"filler-{node}"),
+        spec=client.V1PodSpec(node_name=node, containers=[client.V1Container(
+            name="c", image="registry.example/filler:v1",
+            resources=client.V1ResourceRequirements(requests={"memory": str(int(filler))}))])))
+
+
+def test_a_drain_that_fits_vm_by_vm_but_not_as_a_whole_is_refused_before_any_write(
+        kv, kubeconfig, namespace, wait):
+    """Three 8Gi VMs on node01; node03 and node04 are filled up to leave room for one and a quarter launcher pods
+    each. Each VM fits either node alone (the preflight's candidates), but only two fit at once: the plan names the
+    third, check mode and a real run refuse before any write, and with allow_partial and placement=planned the two
+    move, each to the node the plan chose."""
+    vmis = start_vms_on(kv, namespace, 3, SOURCE, wait, memory="8Gi")
+    need = launcher_requests(kv, namespace, vmis[0])["memory"]
+    for target in TARGETS:
+        leave_room(kv, namespace, target, 1.25 * need, wait)
+    since = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=1)
+    args = {"node": SOURCE, "namespace": namespace, "target_nodes": TARGETS, "cordon": True}
+
+    try:
+        rc, res = run_module(kubeconfig, args, check=True)
+        assert rc != 0, res
+        entries = {v["name"]: v for v in res["vmis"]}
+        assert all(entries[n]["candidates"] == TARGETS for n in ("vm00", "vm01", "vm02")), entries
+        plan = res["plan"]
+        assert sorted(v["target"] for v in plan["vmis"]) == TARGETS, plan
+        assert [u["name"] for u in plan["unplaceable"]] == ["vm02"], plan
+        reason = plan["unplaceable"][0]["reason"]
+        assert "insufficient memory" in reason and "Alone it would fit on node03, node04" in reason, reason
+        assert plan["not_migratable"] == [] and plan["waves"] == 1, plan
+        assert (entries["vm02"]["status"], entries["vm02"]["failure_reason"]) == ("failed", reason)
+        assert entries["vm00"]["status"] == entries["vm01"]["status"] == "planned"
+        assert "1 of 3" in res["msg"] and "nothing was changed" in res["msg"] and f"{namespace}/vm02" in res["msg"]
+        assert "allow_partial=true moves the others" in res["msg"], res["msg"]
+
+        # The real run refuses the same way, before the cordon.
+        rc, res = run_module(kubeconfig, args)
+        assert rc != 0 and res["changed"] is False and res["cordoned"] is False, res
+        assert sorted(v["status"] for v in res["vmis"]) == ["failed", "not_started", "not_started"]
+        assert [u["name"] for u in res["plan"]["unplaceable"]] == ["vm02"]
+        assert kv.list(VMIMS, namespace) == []
+
+        def ours():
+            found = [e for e in audit_entries(since, USER_AGENT)
+                     if (e.get("objectRef") or {}).get("namespace") == namespace]
+            return found if sum(1 for e in found if e["verb"] == "list") >= 4 else None    # 2 a run
+        wait(ours, "the module's requests in the audit log", timeout=20)
+        writes = [(e["verb"], e["requestURI"]) for e in audit_entries(since, USER_AGENT)
+                  if e["verb"] not in ("get", "list", "watch")]
+        assert writes == [], writes
+    finally:
+        cordoned = kv.core.read_node(SOURCE).spec.unschedulable
+        if cordoned:        # the nodes are shared: never leave node01 cordoned, even when the test fails
+            kv.core.patch_node(SOURCE, {"spec": {"unschedulable": None}})
+    assert not cordoned, "the refused runs cordoned node01"
+
+    # allow_partial: the two the plan places move, each to its planned node; the third stays and is named.
+    rc, res = run_module(kubeconfig, dict(args, cordon=False, placement="planned", allow_partial=True))
+    assert rc != 0 and res["changed"] is True, res
+    assert res["msg"].startswith("1 of 3 VMI(s) could not be moved: ") and f"{namespace}/vm02" in res["msg"]
+    planned = {v["name"]: v["target"] for v in res["plan"]["vmis"]}
+    assert sorted(planned) == ["vm00", "vm01"] and sorted(planned.values()) == TARGETS, res["plan"]
+    entries = {v["name"]: v for v in res["vmis"]}
+    for name, target in planned.items():
+        entry = entries[name]
+        assert entry["status"] == "migrated", entry
+        assert entry["planned_target"] == entry["target_node"] == target, entry
+        assert kv.get(VMIS, namespace, name)["status"]["nodeName"] == target
+    assert entries["vm02"]["status"] == "failed" and entries["vm02"]["planned_target"] is None
+    assert kv.get(VMIS, namespace, "vm02")["status"]["nodeName"] == SOURCE
+    vmims = kv.list(VMIMS, namespace)
+    assert sorted((m["spec"]["vmiName"], m["spec"]["addedNodeSelector"]["kubernetes.io/hostname"]) for m in vmims) \
+        == sorted(planned.items())
+    assert all(m["status"]["phase"] == "Succeeded" for m in vmims)
+
+
+def test_planned_placement_lands_every_vm_where_the_plan_put_it(kv, kubeconfig, namespace, wait):
+    start_vms_on(kv, namespace, 4, SOURCE, wait)
+    args = {"node": SOURCE, "namespace": namespace, "added_node_selector": ZONE_B, "placement": "planned"}
+
+    rc, res = run_module(kubeconfig, args, check=True)
+    assert rc == 0 and res["changed"] is True, res.get("msg")
+    forecast = {v["name"]: v["target"] for v in res["plan"]["vmis"]}
+    assert sorted(forecast) == ["vm00", "vm01", "vm02", "vm03"] and set(forecast.values()) <= set(TARGETS), res
+    assert res["plan"]["unplaceable"] == [] and res["plan"]["not_migratable"] == []
+    assert res["plan"]["waves"] == 2 and res["plan"]["estimated_seconds"] > 0     # 2 at once from one node
+    assert all(v["planned_target"] == forecast[v["name"]] and v["target_node"] is None for v in res["vmis"])
+    assert kv.list(VMIMS, namespace) == []
+
+    rc, res = run_module(kubeconfig, args)
+    assert rc == 0, res.get("msg")
+    planned = {v["name"]: v["target"] for v in res["plan"]["vmis"]}
+    assert sorted(planned) == ["vm00", "vm01", "vm02", "vm03"], res["plan"]
+    for entry in res["vmis"]:
+        now = kv.get(VMIS, namespace, entry["name"])["status"]["nodeName"]
+        assert entry["status"] == "migrated", entry
+        assert entry["planned_target"] == entry["target_node"] == now == planned[entry["name"]], entry
+        assert entry["added_node_selector"] == dict(ZONE_B, **{"kubernetes.io/hostname": now}), entry
+    vmims = kv.list(VMIMS, namespace)
+    assert sorted((m["spec"]["vmiName"], m["spec"]["addedNodeSelector"]["kubernetes.io/hostname"]) for m in vmims) \
+        == sorted(planned.items())
+    assert max_overlap(vmims) <= 2

@@ -13,8 +13,10 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils import evacuation as e
+from ansible_collections.vmsched.kubevirt.plugins.module_utils import node_fit
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import KubeVirtError
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import VMIMS
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.migration import VmiMigrator
 
 from .kubevirt_fakes import (
     FakeCluster,
@@ -33,7 +35,8 @@ NODES = [node("n1", {"zone": "a"}), node("n2", {"zone": "b"}), node("n3", {"zone
 
 def params(**overrides):
     base = dict(node=None, namespace="ns", label_selector=None, added_node_selector=None, target_nodes=None,
-                cordon=False, max_parallel=None, stop_on_failure=False, wait_timeout=600, unschedulable_timeout=None)
+                cordon=False, max_parallel=None, stop_on_failure=False, wait_timeout=600, unschedulable_timeout=None,
+                placement="scheduler", allow_partial=False)
     base.update(overrides)
     return base
 
@@ -100,7 +103,7 @@ def test_preflight_failures_are_reported_per_vmi_and_the_others_move():
     vmis = on_n1("ok") + on_n1("stuck", migratable="DisksNotLiveMigratable") + on_n1("pinned", node_selector={
         "zone": "a"})
     fake = cluster(vmis)
-    engine, msg = failing(fake, node="n1", added_node_selector={"zone": "b"})
+    engine, msg = failing(fake, node="n1", added_node_selector={"zone": "b"}, allow_partial=True)
     entries = dict((v["name"], v) for v in engine.result["vmis"])
     assert entries["ok"]["status"] == "migrated"
     assert entries["stuck"]["failure_reason"].startswith("not live-migratable: DisksNotLiveMigratable")
@@ -198,7 +201,7 @@ def test_a_migration_with_a_selector_of_its_own_is_adopted_only_when_it_goes_whe
              own_selector_vmim("other", {"zone": "c"}, "m-other"),
              own_selector_vmim("host", {"zone": "b", "kubernetes.io/hostname": "n3"}, "m-host")]
     fake = cluster(on_n1("same", "other", "host"), vmims=vmims)
-    engine, msg = failing(fake, node="n1", added_node_selector={"zone": "b"})
+    engine, msg = failing(fake, node="n1", added_node_selector={"zone": "b"}, allow_partial=True)
     entries = entries_of(engine)
     assert (entries["same"]["status"], entries["same"]["adopted"]) == ("migrated", True)
     assert (entries["host"]["status"], entries["host"]["target_node"]) == ("migrated", "n3")
@@ -390,3 +393,194 @@ def test_contradicting_options_are_refused_by_check_params(overrides, message):
         e.Evacuation.check_params(params(node="n1", **overrides))
     assert str(info.value) == message
     e.Evacuation.check_params(params(node="n1", target_nodes=["n2"]))
+
+
+# --- the drain plan (issue 28) ---------------------------------------------------------------------------------------
+
+GI = 2 ** 30
+
+
+def sized(vmi_obj, memory=None, cpu="1", guest=None):
+    """The VMI's launcher pod asking for `memory` and `cpu`; `guest` sets the VMI's spec.domain.memory.guest."""
+    pod = launcher(vmi_obj, cpu=cpu)
+    if memory:
+        pod["spec"]["containers"][0]["resources"]["requests"]["memory"] = memory
+    if guest:
+        vmi_obj["spec"]["domain"] = {"memory": {"guest": guest}}
+    return pod
+
+
+def with_bandwidth(cr, bandwidth):
+    cr["spec"]["configuration"]["migrations"]["bandwidthPerMigration"] = bandwidth
+    return cr
+
+
+def test_check_mode_returns_the_drain_plan_and_writes_nothing():
+    vmis = on_n1("a", "b", "c")
+    pods = [sized(v, guest="512Mi") for v in vmis]
+    fake = cluster(vmis, pods=pods, cr=with_bandwidth(kubevirt_cr(), "64Mi"))
+    engine = run(fake, check_mode=True, node="n1", cordon=True)
+    drain = engine.result["plan"]
+    assert [(v["name"], v["source"], v["target"], v["wave"], v["memory"]) for v in drain["vmis"]] == [
+        ("a", "n1", "n2", 1, GI // 2), ("b", "n1", "n3", 1, GI // 2), ("c", "n1", "n4", 2, GI // 2)]
+    assert drain["unplaceable"] == [] and drain["not_migratable"] == []
+    assert drain["waves"] == 2 and drain["estimated_seconds"] == 16.0      # 512Mi at 64Mi/s, twice
+    assert drain["estimate_basis"].startswith("KubeVirt's bandwidthPerMigration (64Mi/s per migration); 2 waves of "
+                                              "at most 2 migrations")
+    assert [v["status"] for v in engine.result["vmis"]] == ["planned"] * 3
+    assert all(v["planned_target"] is None for v in engine.result["vmis"])    # placement=scheduler
+    assert engine.result["changed"] is True and engine.result["cordoned"] is False
+    assert fake.writes == []
+
+
+def test_check_mode_names_what_cannot_migrate_and_fails_as_the_real_run_would():
+    fake = cluster(on_n1("a") + on_n1("stuck", migratable="DisksNotLiveMigratable"))
+    engine, msg = failing(fake, check_mode=True, node="n1", cordon=True)
+    [stuck] = engine.result["plan"]["not_migratable"]
+    assert stuck["name"] == "stuck" and stuck["reason"].startswith("not live-migratable: DisksNotLiveMigratable")
+    assert [v["name"] for v in engine.result["plan"]["vmis"]] == ["a"]
+    assert msg.startswith("1 of 2 VMI(s) could not be moved (nothing was changed): ns/stuck: not live-migratable")
+    assert "allow_partial=true moves the others" in msg
+    assert entries_of(engine)["a"]["status"] == "planned" and engine.result["changed"] is False
+    assert fake.writes == []
+
+
+def three_that_fit_alone_but_not_together(**kwargs):
+    """n2 and n3 have 4 cpus each, every VMI's launcher asks for 3: each fits alone, only two fit at once."""
+    vmis = on_n1("a", "b", "c")
+    nodes = [node("n1", cpu="16"), node("n2"), node("n3")]
+    return cluster(vmis, nodes=nodes, pods=[sized(v, cpu="3") for v in vmis], **kwargs)
+
+
+def test_vmis_that_fit_alone_but_not_together_are_refused_before_any_write():
+    fake = three_that_fit_alone_but_not_together()
+    engine, msg = failing(fake, node="n1", cordon=True)
+    assert fake.writes == []                           # no cordon, no VMIM
+    assert engine.result["cordoned"] is False and engine.result["changed"] is False
+    entries = entries_of(engine)
+    assert [entries[n]["candidates"] for n in "abc"] == [["n2", "n3"]] * 3       # the preflight: each fits alone
+    assert (entries["a"]["status"], entries["b"]["status"], entries["c"]["status"]) == \
+        ("not_started", "not_started", "failed")
+    drain = engine.result["plan"]
+    assert [(v["name"], v["target"]) for v in drain["vmis"]] == [("a", "n2"), ("b", "n3")]
+    [left] = drain["unplaceable"]
+    assert left["name"] == "c" and entries["c"]["failure_reason"] == left["reason"]
+    assert "n2: insufficient cpu: needs 3, 1 free of 4 allocatable" in left["reason"]
+    assert "Alone it would fit on n2, n3" in left["reason"]
+    assert msg.startswith("1 of 3 VMI(s) could not be moved (nothing was changed): ns/c: no node can take it with "
+                          "the VMIs planned before it counted")
+    assert msg.endswith("With allow_partial=false nothing is written (no cordon, no migration) while the drain plan "
+                        "leaves VMIs behind; allow_partial=true moves the others")
+    assert engine.result["summary"]["not_started"] == 2 and engine.result["summary"]["failed"] == 1
+
+
+def test_allow_partial_moves_what_the_plan_places_and_reports_the_rest():
+    fake = three_that_fit_alone_but_not_together(land_on=None)
+    engine, msg = failing(fake, node="n1", cordon=True, allow_partial=True, placement="planned")
+    assert ("patch", "nodes", "n1") in fake.writes
+    assert sorted(m["spec"]["vmiName"] for m in fake.vmims()) == ["a", "b"]
+    entries = entries_of(engine)
+    assert [(entries[n]["status"], entries[n]["planned_target"], entries[n]["target_node"]) for n in "abc"] == [
+        ("migrated", "n2", "n2"), ("migrated", "n3", "n3"), ("failed", None, None)]
+    assert msg.startswith("1 of 3 VMI(s) could not be moved: ns/c: no node can take it with the VMIs planned")
+    assert "allow_partial" not in msg
+
+
+def test_planned_placement_names_the_planned_host_in_each_vmim_in_the_plans_order():
+    vmis = on_n1("small", "big", "mid")
+    pods = [sized(v, memory=m) for v, m in zip(vmis, ("1Gi", "4Gi", "2Gi"))]
+    fake = cluster(vmis, pods=pods, land_on=None)
+    engine = run(fake, node="n1", added_node_selector={"zone": "b"}, placement="planned")
+    # big -> n2 (tie by name); mid -> n3 (6Gi left beats 2Gi); small -> n3 (5Gi left beats 3Gi)
+    planned = dict((v["name"], v["target"]) for v in engine.result["plan"]["vmis"])
+    assert planned == {"big": "n2", "mid": "n3", "small": "n3"}
+    created = fake.vmims()
+    assert sorted((m["spec"]["vmiName"], m["spec"]["addedNodeSelector"]["kubernetes.io/hostname"]) for m in created) \
+        == [("big", "n2"), ("mid", "n3"), ("small", "n3")]
+    assert all(m["spec"]["addedNodeSelector"]["zone"] == "b" for m in created)
+    order = [w[2] for w in fake.writes if w[:2] == ("create", VMIMS)]
+    assert [name.split("-migration-")[0] for name in order] == ["big", "mid", "small"]    # largest first
+    for entry in engine.result["vmis"]:
+        assert entry["status"] == "migrated"
+        assert entry["planned_target"] == entry["target_node"] == planned[entry["name"]]
+        assert entry["added_node_selector"] == {"zone": "b", "kubernetes.io/hostname": planned[entry["name"]]}
+    # placement=scheduler: the same run leaves the host to the scheduler (no target_nodes) and names no plan target
+    fake = cluster([vmi(v["metadata"]["name"], "n1") for v in vmis], pods=pods, land_on="n3")
+    engine = run(fake, node="n1", added_node_selector={"zone": "b"})
+    assert all(m["spec"]["addedNodeSelector"] == {"zone": "b"} for m in fake.vmims())
+    assert all(v["planned_target"] is None and v["target_node"] == "n3" for v in engine.result["vmis"])
+
+
+def test_target_nodes_in_scheduler_mode_are_still_spread_by_count():
+    fake = cluster(on_n1("a", "b", "c", "d"))
+    engine = run(fake, node="n1", target_nodes=["n3", "n2"])
+    moved = [v["added_node_selector"]["kubernetes.io/hostname"] for v in engine.result["vmis"]]
+    assert moved == ["n3", "n2", "n3", "n2"]
+    assert set(v["target"] for v in engine.result["plan"]["vmis"]) == {"n2", "n3"}
+
+
+def test_without_a_node_the_plan_takes_each_vmis_own_node_as_its_source():
+    vmis = on_n1("a", "b") + [vmi("c", "n4"), vmi("home", "n2")]
+    fake = cluster(vmis, cr=kubevirt_cr(per_cluster=3, per_node=1))
+    engine = run(fake, check_mode=True, namespace="ns", target_nodes=["n2", "n3"])
+    drain = engine.result["plan"]
+    assert sorted((v["name"], v["source"], v["wave"]) for v in drain["vmis"]) == [
+        ("a", "n1", 1), ("b", "n1", 2), ("c", "n4", 1)]                # one from each node at once
+    assert drain["waves"] == 2 and "3 migrations, 1 from any one node" in drain["estimate_basis"]
+    assert entries_of(engine)["home"]["status"] == "in_place"
+
+
+def test_unreadable_nodes_leave_no_plan_and_partial_runs_as_before():
+    fake = cluster(on_n1("a") + on_n1("stuck", migratable="DisksNotLiveMigratable"), forbidden={"nodes"})
+    engine, msg = failing(fake, node="n1")
+    assert engine.result["plan"] is None
+    assert any(w.startswith("no drain plan (plan is null): the nodes cannot be listed") for w in engine.warnings)
+    assert entries_of(engine)["a"]["status"] == "migrated"
+    assert msg.startswith("1 of 2 VMI(s) could not be moved: ns/stuck") and "allow_partial" not in msg
+    fake = cluster(on_n1("a"), forbidden={"nodes"})
+    _engine, msg = failing(fake, node="n1", placement="planned", cordon=True)
+    assert msg.startswith("placement=planned needs the drain plan, which needs to list nodes (node checks skipped: "
+                          "cannot list nodes (403")
+    assert fake.writes == []
+
+
+def test_no_vmi_to_move_is_an_empty_plan():
+    engine = run(cluster([]), node="n1")
+    drain = engine.result["plan"]
+    assert (drain["vmis"], drain["unplaceable"], drain["not_migratable"], drain["waves"],
+            drain["estimated_seconds"]) == ([], [], [], 0, 0)
+
+
+def test_the_memory_a_migration_copies():
+    guest = vmi("a", "n1")
+    guest["spec"]["domain"] = {"memory": {"guest": "2Gi"}, "resources": {"requests": {"memory": "3Gi"}}}
+    assert e.memory_to_copy(guest, {"memory": 5.0 * GI}) == 2 * GI
+    guest["status"]["memory"] = {"guestCurrent": "4Gi", "guestAtBoot": "2Gi"}       # after a memory hotplug
+    assert e.memory_to_copy(guest) == 4 * GI
+    requested = vmi("b", "n1")
+    requested["spec"]["domain"] = {"resources": {"requests": {"memory": "3Gi"}}}
+    assert e.memory_to_copy(requested, {"memory": 5.0 * GI}) == 3 * GI
+    assert e.memory_to_copy(vmi("c", "n1"), {"memory": 5.0 * GI}) == 5 * GI     # the launcher's request
+    assert e.memory_to_copy(vmi("d", "n1")) == 0
+
+
+def test_the_fit_of_one_vmi_is_the_node_fit_of_its_target_pod():
+    """VmiMigrator.fit goes through plan.Placement with nothing planned: the verdicts node_fit.evaluate_nodes gives
+    the same target pod against the bound pods, for every node, in the same order."""
+    nodes = [node("n1", {"zone": "a"}), node("n2", {"zone": "b"}, cpu="2"), node("n3", {"zone": "b"}, cordoned=True),
+             node("n4", {"zone": "c"}, taints=[{"key": "gpu", "effect": "NoSchedule"}]), node("n5", {"zone": "b"})]
+    subject = vmi("a", "n1")
+    others = [vmi("x", "n2"), vmi("y", "n5")]
+    for pods in ([launcher(subject, cpu="2")] + [launcher(o) for o in others], None):
+        fake = FakeCluster(nodes=nodes, vmis=[subject] + others, pods=pods or [], cr=kubevirt_cr(),
+                           forbidden=() if pods else {"active_pods"})
+        migrator = VmiMigrator(fake, lambda msg: None)
+        migrator.detect()
+        assert migrator.read_nodes()
+        for selector in ({}, {"zone": "b"}):
+            constraints, requests = migrator.constraints_and_requests(subject, selector)
+            expected = node_fit.evaluate_nodes(nodes, constraints, selector, "n1", requests,
+                                               migrator.pods if requests is not None else None)
+            assert migrator.fit(subject, selector) == (expected, requests is not None)
+        results, checked = migrator.fit(subject, {"zone": "b"})
+        assert node_fit.candidates(results) == (["n5"] if pods else ["n2", "n5"]) and checked is bool(pods)

@@ -176,6 +176,31 @@ def test_waves_honour_both_caps_and_the_estimate_sums_the_longest_copy_of_each_w
     assert defaults["waves"] == 3      # KubeVirt's defaults: 5 per cluster, 2 outbound per node
 
 
+def test_vmis_from_several_nodes_take_their_own_node_as_source_and_the_waves_cap_each_node():
+    nodes = [node("a"), node("b"), node("dst", memory="256Gi", cpu="64")]
+    pods = []
+    vms = [vm("a%d" % i, "a", nodes, pods, memory="%dGi" % (4 - i)) for i in range(3)] + \
+        [vm("b0", "b", nodes, pods, memory="1Gi"), vm("home", "dst", nodes, pods)]
+    result = plan.drain_plan(vms[:4], nodes, pods, None, parallel_per_cluster=2, parallel_outbound_per_node=1,
+                             bandwidth_per_migration=GI)
+    assert [(e["name"], e["source"], e["target"], e["wave"]) for e in result["vmis"]] == [
+        ("a0", "a", "dst", 1), ("a1", "a", "dst", 2), ("a2", "a", "dst", 3), ("b0", "b", "dst", 1)]
+    assert result["waves"] == 3 and result["estimated_seconds"] == 4 + 3 + 2
+    assert "3 waves of at most 2 migrations, 1 from any one node" in result["estimate_basis"]
+    # never onto its own node (dst has the most room)
+    alone = plan.drain_plan(vms[4:], nodes, pods, None)
+    assert [(e["source"], e["target"]) for e in alone["vmis"]] == [("dst", "b")]      # b has the most room
+    assert "2 migrations (parallelMigrationsPerCluster and parallelOutboundMigrationsPerNode both cap the " \
+        "migrations leaving one node)" in alone["estimate_basis"]
+
+
+def test_assign_waves_from_one_node_fills_one_wave_after_another():
+    entries = [{"source": "n1"} for _index in range(7)]
+    waves = plan.assign_waves(entries, parallel_per_cluster=5, parallel_outbound_per_node=3)
+    assert [len(w) for w in waves] == [3, 3, 1]
+    assert [e["wave"] for e in entries] == [index // plan.wave_size(5, 3) + 1 for index in range(7)]
+
+
 def test_estimate_basis_names_where_the_bandwidth_comes_from():
     nodes = [node("src"), node("dst")]
     pods = []
