@@ -143,12 +143,38 @@ class ClusterReader:
     def namespace(self, name):
         return self._get(self._path("/api/v1/namespaces", name))
 
-    def active_pods(self):
-        """Pods of all namespaces that are neither Succeeded nor Failed."""
-        return self._list(self._path("/api/v1/pods"), field_selector=ACTIVE_PODS)
+    def active_pods(self, node=None):
+        """Pods of all namespaces that are neither Succeeded nor Failed (bound to `node` when given)."""
+        selector = ACTIVE_PODS + (",spec.nodeName=%s" % node if node else "")
+        return self._list(self._path("/api/v1/pods"), field_selector=selector)
+
+    def node_metrics(self):
+        """metrics.k8s.io's NodeMetrics (what metrics-server measured: usage.cpu, usage.memory), None when the
+        API server does not serve metrics.k8s.io."""
+        try:
+            return self._list(self._path("/apis/metrics.k8s.io/v1beta1/nodes"))
+        except ApiException as exc:
+            if is_status(exc, 404, 503):    # not registered, or registered with metrics-server down
+                return None
+            raise
 
     def deployments(self):
         return self._list(self._path("/apis/apps/v1/deployments"))
+
+    def cronjobs(self):
+        return self._list(self._path("/apis/batch/v1/cronjobs"))
+
+    def mutating_admission_policies(self):
+        """(version, items) of the newest MutatingAdmissionPolicy version the server serves, (None, []) when it
+        serves none (beta and alpha are off by default before Kubernetes 1.36)."""
+        for version in ("v1", "v1beta1", "v1alpha1"):
+            try:
+                return version, self._list(self._path(
+                    "/apis/admissionregistration.k8s.io/%s/mutatingadmissionpolicies" % version))
+            except ApiException as exc:
+                if not is_status(exc, 404):
+                    raise
+        return None, []
 
     def events_for(self, namespace, kind, name, uid=None):
         """Events about one object, oldest first."""

@@ -13,6 +13,7 @@ __metaclass__ = type
 import math
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils import node_fit
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import unless_forbidden
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.descheduler_policy import EVICT_ANNOTATION
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
     CREATED_BY_LABEL,
@@ -32,6 +33,8 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.versions import V
 
 DEFAULT_SCHEDULER = "default-scheduler"
 SECONDARY_SCHEDULER_MANAGED_BY = "vmsched.kubevirt.secondary_scheduler"
+DESCHEDULER_MANAGED_BY = "vmsched.kubevirt.descheduler"
+VM_DEFAULTS_MANAGED_BY = "vmsched.kubevirt.vm_defaults"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 LAUNCHER_LABEL = ("kubevirt.io", "virt-launcher")
 
@@ -279,6 +282,47 @@ def summarize_schedulers(pods, vmis, deployments):
     return sorted(table.values(), key=lambda s: (s["name"] is None, s["name"] or ""))
 
 
+def _workload(obj, kind, pod_template):
+    """A role's workload as the cluster has it: where, which scheduler or descheduler instance, which image."""
+    containers = _spec(pod_template).get("containers") or [{}]
+    return {"namespace": _meta(obj).get("namespace"), "name": _meta(obj).get("name"), "kind": kind,
+            "instance": (_meta(obj).get("labels") or {}).get(INSTANCE_LABEL), "image": containers[0].get("image")}
+
+
+def _descheduler(obj, kind, pod_template):
+    """A descheduler workload, and whether it only logs what it would evict (the role's --dry-run)."""
+    found = _workload(obj, kind, pod_template)
+    container = (_spec(pod_template).get("containers") or [{}])[0]
+    found["dry_run"] = "--dry-run" in [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
+    return found
+
+
+def installed(deployments, cronjobs, policy_version, policies):
+    """What this collection's roles have installed, read from the cluster by their managed-by labels, whichever
+    steps a run took: secondary schedulers, deschedulers, VM-defaults policies. A kind the user may not list is
+    None."""
+    def managed_by(obj, who):
+        return (_meta(obj).get("labels") or {}).get(MANAGED_BY_LABEL) == who
+    found = {"schedulers": None, "deschedulers": None, "vm_defaults": None}
+    if deployments is not None:
+        found["schedulers"] = [_workload(d, "Deployment", _spec(d).get("template"))
+                               for d in deployments if managed_by(d, SECONDARY_SCHEDULER_MANAGED_BY)]
+        found["deschedulers"] = [_descheduler(d, "Deployment", _spec(d).get("template"))
+                                 for d in deployments if managed_by(d, DESCHEDULER_MANAGED_BY)]
+    if cronjobs is None:
+        found["deschedulers"] = None
+    elif found["deschedulers"] is not None:
+        found["deschedulers"] += [_descheduler(c, "CronJob", _spec(_spec(c).get("jobTemplate")).get("template"))
+                                  for c in cronjobs if managed_by(c, DESCHEDULER_MANAGED_BY)]
+    if policies is not None:
+        found["vm_defaults"] = [{"name": _meta(p).get("name"), "api_version": "admissionregistration.k8s.io/%s"
+                                 % policy_version} for p in policies if managed_by(p, VM_DEFAULTS_MANAGED_BY)]
+    for items in found.values():
+        if items:
+            items.sort(key=lambda i: (i.get("namespace") or "", i["name"]))
+    return found
+
+
 def node_ready(node):
     """The node's Ready condition: True, False, or None when it reports none (or Unknown)."""
     for condition in _status(node).get("conditions") or []:
@@ -379,7 +423,7 @@ def eviction_at_risk(vmis, pods, kubevirt_cr):
     return sorted(risky, key=lambda r: (r["namespace"], r["name"]))
 
 
-def report(server_version, capabilities, nodes, pods, vmis, vmims, kubevirt_cr, deployments):
+def report(server_version, capabilities, nodes, pods, vmis, vmims, kubevirt_cr, deployments, installed_parts=None):
     """The whole result from the lists (plain dicts as the API returns them)."""
     images = launcher_images(kubevirt_cr, pods)
     rows = summarize_nodes(nodes, pods, vmis, images)
@@ -405,6 +449,7 @@ def report(server_version, capabilities, nodes, pods, vmis, vmims, kubevirt_cr, 
         "vmis_on_default_scheduler": sorted(_key(v) for v in active_vmis(vmis) if scheduler_of(v) == DEFAULT_SCHEDULER),
         "migrations_in_flight": summarize_migrations(vmims, vmis, pods),
         "eviction_at_risk": eviction_at_risk(vmis, pods, kubevirt_cr),
+        "installed": installed_parts or installed(deployments, None, None, None),
     }
 
 
@@ -421,6 +466,17 @@ class SchedulingReport:
         reader = self.reader
         capabilities = detect_capabilities(reader)
         self.warnings.extend(capabilities.warnings)
+        deployments = reader.deployments()
         found = report(reader.server_version(), capabilities, reader.nodes(), reader.active_pods(),
-                       reader.list_vmis(), reader.list_vmims(), capabilities.kubevirt_cr, reader.deployments())
+                       reader.list_vmis(), reader.list_vmims(), capabilities.kubevirt_cr, deployments,
+                       self.installed(deployments))
         self.result = dict(changed=False, **found)
+
+    def installed(self, deployments):
+        """installed(): CronJobs and MutatingAdmissionPolicies too, each only warned about when it may not be read."""
+        def skipped(what, field):
+            return lambda why: self.warnings.append("cannot list %s (%s): installed.%s is null" % (what, why, field))
+        cronjobs = unless_forbidden(self.reader.cronjobs, skipped("CronJobs", "deschedulers"))
+        policies = unless_forbidden(self.reader.mutating_admission_policies,
+                                    skipped("MutatingAdmissionPolicies", "vm_defaults"), default=(None, None))
+        return installed(deployments, cronjobs, policies[0], policies[1])

@@ -334,6 +334,31 @@ eviction_at_risk:
       type: str
   sample: [{"namespace": "prod", "name": "db01", "node": "node01", "outcome": "restart", "strategy": "None",
             "reason": "evictionStrategy None (KubeVirt's default (the KubeVirt CR sets none)): an eviction ..."}]
+installed:
+  description:
+    - What this collection's roles have installed, read from the cluster by their C(app.kubernetes.io/managed-by)
+      labels, whichever steps a run took. A kind the user may not list is null, with a warning.
+  returned: always
+  type: dict
+  contains:
+    schedulers:
+      description: Secondary schedulers (role secondary_scheduler), each with C(namespace), C(name), C(kind),
+        C(instance) (the scheduler name) and C(image).
+      type: list
+      elements: dict
+    deschedulers:
+      description: Deschedulers (role descheduler), each with C(namespace), C(name), C(kind) (V(Deployment) or
+        V(CronJob)), C(instance), C(image) and C(dry_run) (true when it only logs what it would evict).
+      type: list
+      elements: dict
+    vm_defaults:
+      description: VM-defaults policies (role vm_defaults), each with C(name) and C(api_version), from the newest
+        MutatingAdmissionPolicy version the server serves.
+      type: list
+      elements: dict
+  sample: {"schedulers": [{"namespace": "vmsched", "name": "kubevirt-scheduler", "kind": "Deployment",
+                           "instance": "kubevirt-scheduler", "image": "registry.k8s.io/kube-scheduler:v1.37.2"}],
+           "deschedulers": [], "vm_defaults": []}
 migrations_in_flight:
   description:
     - VMIMs neither C(Succeeded) nor C(Failed), oldest first, those being cancelled too (KubeVirt keeps a deleted VMIM

@@ -258,15 +258,20 @@ def test_figures_equal_an_independent_count(kv, apis, kubeconfig, namespace, wai
         listed = any(launcher in (image.names or []) for image in node.status.images or [])
         assert {n["name"]: n for n in res["nodes"]}[node.metadata.name]["lists_virt_launcher_image"] is listed
 
-    # One list call per kind, plus GET /version; nothing else, and no writes.
+    # One list call per kind, plus GET /version; nothing else, and no writes. CronJobs and MutatingAdmissionPolicies
+    # (v1, served from Kubernetes 1.36) are what the roles may have installed.
     def requests():
         found = audit_since(offset)
-        return found if len(found) >= 7 else None
+        return found if len(found) >= 9 else None
     entries = wait(requests, "the module's requests in the audit log", timeout=20)
     calls = sorted((e["verb"], (e.get("objectRef") or {}).get("resource") or e["requestURI"]) for e in entries)
     assert calls == sorted([("list", "nodes"), ("list", "pods"), ("list", "virtualmachineinstances"),
                             ("list", "virtualmachineinstancemigrations"), ("list", "kubevirts"),
-                            ("list", "deployments"), ("get", "/version")]), calls
+                            ("list", "deployments"), ("list", "cronjobs"), ("list", "mutatingadmissionpolicies"),
+                            ("get", "/version")]), calls
+    # An admin may list every kind: none is null (unreadable).
+    assert sorted(res["installed"]) == ["deschedulers", "schedulers", "vm_defaults"], res["installed"]
+    assert all(isinstance(found, list) for found in res["installed"].values()), res["installed"]
 
 
 # kube-scheduler at -v=10 logs, for each pod it scores: "Plugin scored node for pod" pod="ns/name" plugin="X" node="n" score=N

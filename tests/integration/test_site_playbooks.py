@@ -110,6 +110,13 @@ def test_teardown_refuses_while_vms_name_the_scheduler_and_leaves_every_vm_sched
         site = run_playbook(SITE, answers, kubeconfig)
         assert not site.failed, site.failure or site.stdout[-3000:]
         assert {scheduler_of(kv.get(VMS, namespace, n)) for n in ("running", "halted")} == {scheduler}
+        # A run that takes no step shows what the cluster runs in its summary, not "off" (issue 30).
+        report = run_playbook(SITE, dict(answers, site_report=True, **REPORT_ONLY), kubeconfig)
+        assert not report.failed and report.changed == 0, report.failure or report.stdout[-3000:]
+        row = next(r for r in report.result("Show every cluster")["msg"] if r.startswith("localhost")).split()
+        deployed = apps.read_namespaced_deployment(scheduler, namespace).spec.template.spec.containers[0].image
+        assert row[2] == deployed and row[3:5] == ["as", "installed"], row
+        assert row[6:8] == ["dry-run", "MutatingAdmissionPolicy"] and "off" not in row, row
         # A VM created now gets the scheduler from the VM defaults policy, which records nothing to restore. (The API
         # server enforces the policy a moment after its write: probed with dry-run creates.)
         wait(lambda: scheduler_of(kv.custom.create_namespaced_custom_object(

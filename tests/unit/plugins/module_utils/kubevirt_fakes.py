@@ -109,10 +109,12 @@ class FakeCluster:
     """The cluster. `forbidden`: reader methods answering 403. `prune_added_node_selector`: an API server that
     drops spec.addedNodeSelector (KubeVirt older than 1.6). `fail`: VMI name -> failureReason (None: the
     reason only in a Warning event). `stuck`: VMI names whose migrations never end. `land_on`: the target
-    node of a migration without a hostname in its selector. `namespaces`: the namespaces that exist (None: any)."""
+    node of a migration without a hostname in its selector. `namespaces`: the namespaces that exist (None: any).
+    `metrics`: metrics.k8s.io's NodeMetrics items (None: the API is not served)."""
 
     def __init__(self, nodes=(), vmis=(), pods=(), vms=(), vmims=(), cr=None, forbidden=(),
-                 prune_added_node_selector=False, fail=None, stuck=(), land_on=None, openapi=None, namespaces=None):
+                 prune_added_node_selector=False, fail=None, stuck=(), land_on=None, openapi=None, namespaces=None,
+                 metrics=None):
         self.objects = {}
         self.rv = 100
         for plural, items in ((VMIS, vmis), (VMS, vms), (VMIMS, vmims)):
@@ -128,6 +130,7 @@ class FakeCluster:
         self.stuck = set(stuck)
         self.land_on = land_on
         self.namespaces = None if namespaces is None else set(namespaces)
+        self.metrics = metrics      # metrics.k8s.io's NodeMetrics items; None: not served
         self.events = []
         self.writes = []
         self.in_flight_at_create = []   # for each VMIM created: the migrations then in flight, the new one included
@@ -198,15 +201,23 @@ class FakeCluster:
         found = [n for n in self._nodes if n["metadata"]["name"] == name]
         return copy.deepcopy(found[0]) if found else None
 
+    def live_node(self, name):
+        """The node object itself, to change it as the cluster would (a test's hand, not the reader's)."""
+        return [n for n in self._nodes if n["metadata"]["name"] == name][0]
+
     def namespace(self, name):
         self._check("namespace")
         if self.namespaces is not None and name not in self.namespaces:
             return None
         return {"metadata": {"name": name}}
 
-    def active_pods(self):
+    def active_pods(self, node=None):
         self._check("active_pods")
-        return copy.deepcopy(self.pods)
+        return copy.deepcopy([p for p in self.pods if node is None or p["spec"].get("nodeName") == node])
+
+    def node_metrics(self):
+        self._check("node_metrics")
+        return copy.deepcopy(self.metrics)
 
     def events_for(self, namespace, kind, name, uid=None):
         return [e for e in self.events if e["involvedObject"]["name"] == name]

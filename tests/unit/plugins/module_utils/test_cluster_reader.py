@@ -137,3 +137,35 @@ def test_the_source_pod_is_the_launcher_on_the_vmis_node():
     other = launcher(vmi("other", "n1"))
     assert kv.source_pod(running, [target, gone, other, launcher(running)]) == launcher(running)
     assert kv.source_pod(running, [target, gone]) is None and kv.source_pod(running, None) is None
+
+
+class Dynamic:
+    """The DynamicClient's request as the reader calls it: GET of a path, answered from `answers` (path -> items,
+    or an ApiException to raise)."""
+
+    def __init__(self, answers):
+        self.answers = answers
+        self.calls = []
+
+    def request(self, method, path, serialize=False, **params):
+        self.calls.append((method, path, params))
+        answer = self.answers[path]
+        if isinstance(answer, ApiException):
+            raise answer
+        return Response({"metadata": {}, "items": answer})
+
+
+def test_pods_of_one_node_and_node_metrics():
+    dynamic = Dynamic({"/api/v1/pods": [], "/apis/metrics.k8s.io/v1beta1/nodes": [{"metadata": {"name": "n1"}}]})
+    instance = reader(None)
+    instance.dynamic = dynamic
+    assert instance.active_pods(node="n1") == [] and instance.active_pods() == []
+    assert [c[2]["field_selector"] for c in dynamic.calls] == [
+        "status.phase!=Succeeded,status.phase!=Failed,spec.nodeName=n1", "status.phase!=Succeeded,status.phase!=Failed"]
+    assert instance.node_metrics() == [{"metadata": {"name": "n1"}}]
+    for status in (404, 503):
+        dynamic.answers["/apis/metrics.k8s.io/v1beta1/nodes"] = ApiException(status=status)
+        assert instance.node_metrics() is None
+    dynamic.answers["/apis/metrics.k8s.io/v1beta1/nodes"] = ApiException(status=403)
+    with pytest.raises(ApiException):
+        instance.node_metrics()

@@ -330,3 +330,35 @@ def test_eviction_at_risk_names_opted_in_vmis_an_eviction_would_restart_or_never
     assert [r["name"] for r in si.eviction_at_risk(vmis, [launcher], cr)] == ["ifpossible", "stuck"]
     assert si.report("v1.36.3", Capabilities(), [], [launcher], vmis, [], cr, [])["eviction_at_risk"] \
         == si.eviction_at_risk(vmis, [launcher], cr)
+
+
+def managed(kind, name, who, namespace="vmsched", instance=None, pod=None):
+    meta = {"name": name, "labels": {"app.kubernetes.io/managed-by": who, "app.kubernetes.io/instance": instance or name}}
+    if namespace:
+        meta["namespace"] = namespace
+    spec = {"template": {"spec": pod}} if kind == "Deployment" else {"jobTemplate": {"spec": {"template": {"spec": pod}}}}
+    return {"kind": kind, "metadata": meta, "spec": spec}
+
+
+def test_installed_reads_what_the_roles_left_in_the_cluster_by_their_labels():
+    scheduler = managed("Deployment", "kubevirt-scheduler", si.SECONDARY_SCHEDULER_MANAGED_BY,
+                        pod={"containers": [{"image": "registry.k8s.io/kube-scheduler:v1.37.2"}]})
+    looping = managed("Deployment", "descheduler", si.DESCHEDULER_MANAGED_BY,
+                      pod={"containers": [{"image": "d:v0.36.0", "args": ["--policy-config-file=/p", "--dry-run"]}]})
+    nightly = managed("CronJob", "nightly", si.DESCHEDULER_MANAGED_BY, namespace="ops",
+                      pod={"containers": [{"image": "d:v0.36.0", "args": ["--policy-config-file=/p"]}]})
+    stranger = {"metadata": {"name": "other", "namespace": "x"}, "spec": {"template": {"spec": {"containers": [{}]}}}}
+    policy = managed("MutatingAdmissionPolicy", "vmsched-vm-defaults", si.VM_DEFAULTS_MANAGED_BY, namespace=None)
+    found = si.installed([scheduler, looping, stranger], [nightly], "v1beta1", [policy, stranger])
+    assert found["schedulers"] == [{"namespace": "vmsched", "name": "kubevirt-scheduler", "kind": "Deployment",
+                                    "instance": "kubevirt-scheduler",
+                                    "image": "registry.k8s.io/kube-scheduler:v1.37.2"}]
+    assert [(d["namespace"], d["kind"], d["dry_run"]) for d in found["deschedulers"]] == [
+        ("ops", "CronJob", False), ("vmsched", "Deployment", True)]
+    assert found["vm_defaults"] == [{"name": "vmsched-vm-defaults",
+                                     "api_version": "admissionregistration.k8s.io/v1beta1"}]
+
+
+def test_installed_says_null_for_what_could_not_be_read_and_empty_for_what_is_not_there():
+    assert si.installed([], None, None, None) == {"schedulers": [], "deschedulers": None, "vm_defaults": None}
+    assert si.installed(None, [], "v1", []) == {"schedulers": None, "deschedulers": None, "vm_defaults": []}
