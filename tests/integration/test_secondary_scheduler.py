@@ -6,13 +6,22 @@ configuration and the RBAC are proven by starting the real kube-scheduler binary
 of the control plane's version here, with the configuration read back from the
 applied ConfigMap and a token of the role's ServiceAccount (not admin).
 
+A configuration holding the metric provider's token goes into a Secret instead, and the
+token is printed nowhere, not even at -vvv with --diff (issue 31).
+
 Every test uses its own namespace; cluster-scoped objects the role creates carry
 the namespace in their names, so parallel runs do not collide.
 """
 from __future__ import annotations
 
+import base64
+import json
+import os
+import subprocess
 import sys
+import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -22,7 +31,7 @@ from kubernetes import client
 from .audit import Audit
 # real_scheduler is a fixture: imported so that pytest finds it for this module's tests.
 from .local_scheduler import real_scheduler, token_kubeconfig  # noqa: F401  pylint: disable=unused-import
-from .playbook import run_playbook
+from .playbook import BIN, run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOK = ROOT / "tests" / "integration" / "playbooks" / "secondary_scheduler.yml"
@@ -38,6 +47,7 @@ KINDS = [
     ("apps/v1", "Deployment", ""),
     ("policy/v1", "PodDisruptionBudget", ""),
     ("v1", "ConfigMap", ""),
+    ("v1", "Secret", ""),
     ("v1", "ServiceAccount", ""),
     ("rbac.authorization.k8s.io/v1", "Role", ""),
     ("rbac.authorization.k8s.io/v1", "RoleBinding", ""),
@@ -51,11 +61,11 @@ KINDS = [
 def run(kubeconfig, namespace):
     """run(replicas=2, ...) runs the role in the test namespace with secondary_scheduler_<key> variables."""
 
-    def _run(check=False, **variables):
+    def _run(check=False, diff=False, env=None, **variables):
         values = {"namespace": namespace, "image": IMAGE, "rollout_timeout": 60}
         values.update(variables)
         return run_playbook(PLAYBOOK, {f"secondary_scheduler_{k}": v for k, v in values.items()}, kubeconfig,
-                            check=check)
+                            check=check, diff=diff, env=env)
 
     return _run
 
@@ -322,3 +332,173 @@ def test_load_aware_needs_and_gets_metrics_access(run, dyn, core, namespace, cle
         name=f"vmsched:{namespace}:kubevirt-scheduler").to_dict()
     assert {"apiGroups": ["metrics.k8s.io"], "resources": ["nodes", "pods"],
             "verbs": ["get", "list", "watch"]} in cluster_role["rules"]
+
+
+# --- the metric provider's token (issue 31: secrets stay secret) ----------------------------------------------------
+
+# -vvv with the JSON callback: verbose lines go to stderr, so the JSON on stdout stays parseable; both are searched.
+VVV = {"ANSIBLE_VERBOSITY": "3", "ANSIBLE_VERBOSE_TO_STDERR": "1"}
+
+
+def token_variables(token):
+    """The load-aware profile with a Prometheus provider that needs a token (KWOK runs no scheduler: any address)."""
+    return {"profile": "load_aware", "flavor": "scheduler-plugins",
+            "metric_provider": {"type": "Prometheus", "address": "http://prometheus.monitoring.svc:9090",
+                                "token": token}}
+
+
+def run_as_shown(kubeconfig, namespace, **variables) -> subprocess.CompletedProcess:
+    """ansible-playbook as a user looking closely runs it: `-vvv --diff` with the default callback (readable
+    results, the diffs of changes, module arguments at -vvv). Everything it prints is in stdout and stderr."""
+    values = {"namespace": namespace, "image": IMAGE, "rollout_timeout": 60}
+    values.update(variables)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as extra:
+        json.dump({f"secondary_scheduler_{k}": v for k, v in values.items()}, extra)
+    collections = os.environ.get("ANSIBLE_COLLECTIONS_PATH") or str(ROOT / ".build" / "collections")
+    env = dict(os.environ, KUBECONFIG=str(kubeconfig.resolve()), ANSIBLE_COLLECTIONS_PATH=collections,
+               ANSIBLE_STDOUT_CALLBACK="default", ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    try:
+        return subprocess.run([str(BIN / "ansible-playbook"), str(PLAYBOOK), "-e", f"@{extra.name}", "-vvv", "--diff"],
+                              cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    finally:
+        os.unlink(extra.name)
+
+
+def config_source(dep):
+    """The config volume's source: ("ConfigMap" or "Secret", name)."""
+    volume = [v for v in dep["spec"]["template"]["spec"]["volumes"] if v["name"] == "config"][0]
+    if "secret" in volume:
+        assert "configMap" not in volume, volume
+        return "Secret", volume["secret"]["secretName"]
+    return "ConfigMap", volume["configMap"]["name"]
+
+
+def config_secrets(core, namespace):
+    return sorted(s.metadata.name for s in core.list_namespaced_secret(namespace, label_selector=MANAGED_BY).items)
+
+
+def config_maps_holding(core, text):
+    """Every ConfigMap of the cluster, in any namespace, whose data, binary data or metadata contains the text."""
+    found = []
+    for cm in core.list_config_map_for_all_namespaces().items:
+        content = json.dumps([cm.data, {k: base64.b64decode(v).decode(errors="replace")
+                                        for k, v in (cm.binary_data or {}).items()},
+                              cm.metadata.annotations, cm.metadata.labels], default=str)
+        if text in content:
+            found.append(f"{cm.metadata.namespace}/{cm.metadata.name}")
+    return found
+
+
+def plant_an_old_copy(core, namespace, token, name="kubevirt-scheduler-config-0ldc0py"):
+    """A ConfigMap holding a configuration with the token, labelled as this scheduler's: what the role wrote for a
+    configuration with a token before such configurations went into Secrets (or its rollback ReplicaSet kept)."""
+    config = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+              "profiles": [{"schedulerName": "kubevirt-scheduler", "pluginConfig": [{"name": "TargetLoadPacking",
+                            "args": {"metricProvider": {"type": "Prometheus", "token": token,
+                                                        "address": "http://prometheus.monitoring.svc:9090"}}}]}]}
+    core.create_namespaced_config_map(namespace, client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name=name, labels={
+            "app.kubernetes.io/managed-by": "vmsched.kubevirt.secondary_scheduler",
+            "app.kubernetes.io/instance": "kubevirt-scheduler",
+            "vmsched.kubevirt.io/scheduler-namespace": namespace,
+            "vmsched.kubevirt.io/config-hash": "0ldc0py"}),
+        immutable=True, data={"config.yaml": yaml.safe_dump(config)}))
+    return name
+
+
+def test_a_token_lives_only_in_a_secret_and_no_output_shows_it(run, kubeconfig, dyn, core, namespace, cleanup):
+    token = f"vmsched-31-{uuid.uuid4().hex}"
+    # An installation without a token, and an old copy of a configuration with the token in a ConfigMap.
+    first = run()
+    assert not first.failed, first.failure
+    tokenless = config_source(deployment(dyn, namespace))
+    assert tokenless[0] == "ConfigMap"
+    old_copy = plant_an_old_copy(core, namespace, token)
+
+    # Check mode at -vvv --diff: nothing written, nothing shown.
+    audit = Audit(namespace)
+    check = run(check=True, diff=True, env=VVV, **token_variables(token))
+    assert not check.failed, check.failure
+    assert "ESTABLISH LOCAL CONNECTION" in check.stderr  # -vvv took effect
+    assert token not in check.stdout and token not in check.stderr
+    assert "diff" in check.result("Apply the Deployment"), check.result("Apply the Deployment")  # --diff took effect
+    assert "censored" in check.result("Apply the scheduler configuration")
+    assert audit.writes() == []
+
+    # The run itself, as a user reads it: -vvv --diff, the default callback.
+    shown = run_as_shown(kubeconfig, namespace, **token_variables(token))
+    output = shown.stdout + shown.stderr
+    assert shown.returncode == 0, output[-5000:]
+    assert "ESTABLISH LOCAL CONNECTION" in output and "failed=0" in output, output[-3000:]
+    assert token not in output
+
+    # The Deployment mounts a Secret that holds the configuration, token included.
+    dep = deployment(dyn, namespace)
+    kind, name = config_source(dep)
+    assert kind == "Secret" and name.startswith("kubevirt-scheduler-config-"), (kind, name)
+    container = dep["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "config", "mountPath": "/etc/vmsched/scheduler", "readOnly": True} in container["volumeMounts"]
+    assert "--config=/etc/vmsched/scheduler/config.yaml" in container["args"]
+    assert token not in json.dumps(dep)  # nor in the applied-manifest annotation
+    secret = core.read_namespaced_secret(name, namespace)
+    assert secret.type == "Opaque" and secret.immutable is True
+    assert secret.metadata.labels["app.kubernetes.io/managed-by"] == "vmsched.kubevirt.secondary_scheduler"
+    assert set(secret.data) == {"config.yaml"}
+    stored = yaml.safe_load(base64.b64decode(secret.data["config.yaml"]))
+    args = stored["profiles"][0]["pluginConfig"][0]["args"]
+    assert args["metricProvider"] == {"type": "Prometheus", "address": "http://prometheus.monitoring.svc:9090",
+                                      "token": token}
+    assert secret.data["config.yaml"] not in output  # nor the Secret's data as it is stored
+    assert config_secrets(core, namespace) == [name]
+
+    # No ConfigMap anywhere holds the token; the old copy went, and so did the tokenless configuration (the other kind).
+    assert config_maps_holding(core, token) == []
+    assert config_maps(core, namespace) == []
+    assert old_copy not in {cm.metadata.name for cm in core.list_namespaced_config_map(namespace).items}
+
+    # A rerun with another old copy planted: that ConfigMap goes, nothing else changes.
+    versions = resource_versions(dyn, namespace)
+    plant_an_old_copy(core, namespace, token)
+    again = run(diff=True, env=VVV, **token_variables(token))
+    assert not again.failed, again.failure
+    assert token not in again.stdout and token not in again.stderr
+    assert secret.data["config.yaml"] not in again.stdout + again.stderr
+    assert [n for n, result in again.results if result.get("changed")] == [
+        "Delete the configurations no ReplicaSet uses any more, and every ConfigMap holding a token"], again.results
+    assert config_maps_holding(core, token) == []
+    assert resource_versions(dyn, namespace) == versions
+
+    # absent removes the Secret too.
+    gone = run(state="absent")
+    assert not gone.failed, gone.failure
+    assert owned(dyn, namespace) == set()
+    assert config_secrets(core, namespace) == []
+
+
+def test_taking_the_token_away_removes_its_secrets(run, dyn, core, namespace, cleanup):
+    token = f"vmsched-31-{uuid.uuid4().hex}"
+    with_token = run(**token_variables(token))
+    assert not with_token.failed, with_token.failure
+    kind, secret = config_source(deployment(dyn, namespace))
+    assert kind == "Secret" and config_secrets(core, namespace) == [secret]
+    assert config_maps(core, namespace) == []
+
+    # A new token: a new Secret; the previous one stays for the rollback ReplicaSet, as a previous ConfigMap does.
+    rotated = run(**token_variables(token + "-rotated"))
+    assert not rotated.failed, rotated.failure
+    kind, newer = config_source(deployment(dyn, namespace))
+    assert kind == "Secret" and newer != secret
+    assert config_secrets(core, namespace) == sorted([secret, newer])
+
+    # No token: back to a ConfigMap, and every Secret of this scheduler goes, the rollback's included.
+    without = run(profile="load_aware", flavor="scheduler-plugins",
+                  metric_provider={"type": "Prometheus", "address": "http://prometheus.monitoring.svc:9090"})
+    assert not without.failed, without.failure
+    kind, config_map = config_source(deployment(dyn, namespace))
+    assert kind == "ConfigMap" and config_maps(core, namespace) == [config_map]
+    assert config_secrets(core, namespace) == []
+    for found in core.list_namespaced_secret(namespace).items:
+        assert not any(token in base64.b64decode(v).decode(errors="replace") for v in (found.data or {}).values())
+    stored = yaml.safe_load(core.read_namespaced_config_map(config_map, namespace).data["config.yaml"])
+    assert "token" not in stored["profiles"][0]["pluginConfig"][0]["args"]["metricProvider"]
+    assert config_maps_holding(core, token) == []

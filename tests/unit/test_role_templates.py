@@ -76,7 +76,9 @@ FACTS = {
     },
     "secondary_scheduler": {
         # "Render and validate the scheduler configuration", "Choose the image and name the configuration"
-        "secondary_scheduler__rendered": {"hash": "0123456789", "needs_metrics": True},
+        "secondary_scheduler__rendered": {"hash": "0123456789", "needs_metrics": True,
+                                          "config": {"apiVersion": "kubescheduler.config.k8s.io/v1",
+                                                     "kind": "KubeSchedulerConfiguration"}},
         "secondary_scheduler__image": "{{ secondary_scheduler_image if secondary_scheduler_image | length > 0"
                                       " else 'registry.k8s.io/kube-scheduler:v1.34.2' }}",
         "secondary_scheduler__config_name": "{{ secondary_scheduler_name }}-config-{{"
@@ -97,6 +99,8 @@ CASES = [
     ("descheduler", "secret_access.yml.j2", {"descheduler_prometheus_token_secret": "token"}),
     ("secondary_scheduler", "deployment.yml.j2", {"secondary_scheduler_replicas": 2,
                                                   "secondary_scheduler_control_plane": True}),
+    # A configuration holding the metric provider's token is mounted from a Secret.
+    ("secondary_scheduler", "deployment.yml.j2", {"secondary_scheduler__config_kind": "Secret"}),
     ("secondary_scheduler", "rbac.yml.j2", {}),
     ("vm_defaults", "policy.yml.j2", {"vm_defaults_descheduler_evict": True}),
 ]
