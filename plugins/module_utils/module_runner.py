@@ -65,15 +65,20 @@ NAME_KINDS = {"node": "node", "namespace": "namespace"}
 
 
 def bound_errors(name, value, bounds):
-    """What is wrong with an integer `value` of option `name` against its bounds ({"min": .., "max": ..}), as
+    """What is wrong with a numeric `value` of option `name` against its bounds ({"min": .., "max": ..}), as
     sentences naming it; the preflight module words a playbook variable's bounds the same way."""
     errors = []
     low, high = bounds.get("min"), bounds.get("max")
     if low is not None and value < low:
-        errors.append("%s is %d; the least allowed is %d" % (name, value, low))
+        errors.append("%s is %s; the least allowed is %s" % (name, _number(value), _number(low)))
     if high is not None and value > high:
-        errors.append("%s is %d; the most allowed is %d" % (name, value, high))
+        errors.append("%s is %s; the most allowed is %s" % (name, _number(value), _number(high)))
     return errors
+
+
+def _number(value):
+    """An int as an int, a float as it was given (a threshold of -0.5 is not "-0")."""
+    return "%d" % value if isinstance(value, int) or float(value).is_integer() else "%r" % float(value)
 
 
 def _auth(params, environ, option, client_name=None):

@@ -37,6 +37,7 @@ JOB_TEMPLATES = [
     ("site", "Install VM scheduling", "site"),
     ("migrate_vm", "Migrate a VM", "migrate_vm"),
     ("evacuate_node", "Evacuate a node", "evacuate_node"),
+    ("rebalance", "Rebalance VMs", "rebalance"),
     ("teardown", "Remove VM scheduling", "site"),
 ]
 

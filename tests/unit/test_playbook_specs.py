@@ -26,7 +26,7 @@ from .awx_surveys import (
     survey_text,
 )
 
-SPECS = ["site", "migrate_vm", "evacuate_node"]
+SPECS = ["site", "migrate_vm", "evacuate_node", "rebalance"]
 OPTION_KEYS = {"type", "default", "required", "choices", "description"} | set(pv.OWN_KEYS)
 
 

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The options of vmi_migration, vmi_evacuation and preflight: documentation and argument spec agree (type, default,
+"""The options of vmi_migration, vmi_evacuation, vm_rebalance and preflight: documentation and argument spec agree (type, default,
 choices, required, elements), every numeric option has bounds that its engine checks before any client exists and
 its documentation states, and the playbooks' variables feeding these options are bounded at least as tightly."""
 
@@ -20,13 +20,14 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.evacuation import Evacuation
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.migration import Migration
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.playbook_vars import Preflight
-from ansible_collections.vmsched.kubevirt.plugins.modules import preflight, vmi_evacuation, vmi_migration
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.rebalance import Rebalance
+from ansible_collections.vmsched.kubevirt.plugins.modules import preflight, vm_rebalance, vmi_evacuation, vmi_migration
 
 ROOT = Path(__file__).resolve().parents[4]
 MODULES = {"vmi_migration": (vmi_migration, Migration), "vmi_evacuation": (vmi_evacuation, Evacuation),
-           "preflight": (preflight, Preflight)}
+           "vm_rebalance": (vm_rebalance, Rebalance), "preflight": (preflight, Preflight)}
 # The playbooks that run these modules, and their variables' spec.
-PLAYBOOKS = {"migrate_vm": "vmi_migration", "evacuate_node": "vmi_evacuation"}
+PLAYBOOKS = {"migrate_vm": "vmi_migration", "evacuate_node": "vmi_evacuation", "rebalance": "vm_rebalance"}
 
 
 def own_options(module):
