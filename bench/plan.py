@@ -52,7 +52,7 @@ def cluster(vm_count, node_count):
 
 def cpu_seconds(function, reps):
     times, result = [], None
-    for _ in range(reps):
+    for _rep in range(reps):
         start = time.process_time()
         result = function()
         times.append(time.process_time() - start)

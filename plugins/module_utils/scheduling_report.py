@@ -10,9 +10,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import math
 
-from ansible_collections.vmsched.kubevirt.plugins.module_utils import node_fit
+from ansible_collections.vmsched.kubevirt.plugins.module_utils import node_fit, plan
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import unless_forbidden
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.descheduler_policy import EVICT_ANNOTATION
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
@@ -71,15 +70,12 @@ def _key(obj):
 
 
 def coefficient_of_variation(values):
-    """Population standard deviation / mean, rounded to 4 decimals; None for no values or a zero mean."""
+    """plan.unrounded_cv (the one definition), rounded to 4 decimals; None for no values or a zero mean, where the
+    rebalancer's spread says 0 (nothing to even out) and a report says there is no figure."""
     values = [float(v) for v in values]
-    if not values:
+    if not values or sum(values) == 0:
         return None
-    mean = sum(values) / len(values)
-    if mean == 0:
-        return None
-    variance = sum((v - mean) ** 2 for v in values) / len(values)
-    return round(math.sqrt(variance) / mean, 4)
+    return round(plan.unrounded_cv(values), 4)
 
 
 def scheduler_of(obj):
@@ -378,6 +374,10 @@ def balance(node_rows, nodes):
     shares = [r["cpu_requested"] / r["cpu_allocatable"] for r in usable if r["cpu_allocatable"] > 0]
     return {"vmi_count_cv": coefficient_of_variation([r["vmi_count"] for r in usable]),
             "cpu_share_cv": coefficient_of_variation(shares),
+            # vm_rebalance's spread.before of objectives vms, memory and cpu over these nodes (plan.spread).
+            "spread": {"vms": plan.spread(dict((r["name"], r["vmi_count"]) for r in usable)),
+                       "memory": plan.spread(dict((r["name"], r["memory_requested"]) for r in usable)),
+                       "cpu": plan.spread(dict((r["name"], r["cpu_requested"]) for r in usable))},
             "nodes": [r["name"] for r in usable]}
 
 

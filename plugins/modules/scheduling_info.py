@@ -233,11 +233,23 @@ balance:
         - Coefficient of variation of the nodes' requested CPU share (C(cpu_requested / cpu_allocatable)), rounded to
           4 decimals; V(null) if undefined. Nodes without allocatable CPU are left out.
       type: float
+    spread:
+      description:
+        - The spread of running VMIs (V(vms)), requested memory in bytes (V(memory)) and requested CPU in cores
+          (V(cpu)) per node, by every active pod, as M(vmsched.kubevirt.vm_rebalance) reports it (its
+          RV(vmsched.kubevirt.vm_rebalance#module:spread.before) for that objective over the same nodes).
+        - C(cv) is the coefficient of variation, V(0) when the mean is 0; C(max_min) the largest value over the
+          smallest, V(null) when the smallest is 0; C(per_node) the value of each node.
+      type: dict
     nodes:
       description: The nodes the figures were computed over.
       type: list
       elements: str
-  sample: {"vmi_count_cv": 0.3333, "cpu_share_cv": 0.2981, "nodes": ["node01", "node02", "node03"]}
+  sample: {"vmi_count_cv": 0.3333, "cpu_share_cv": 0.2981, "nodes": ["node01", "node02", "node03"],
+           "spread": {"vms": {"cv": 0.3333, "max_min": 2.0, "per_node": {"node01": 4, "node02": 2, "node03": 3}},
+                      "memory": {"cv": 0.2, "max_min": 1.5, "per_node": {"node01": 4831838208, "node02": 3221225472,
+                                                                          "node03": 4026531840}},
+                      "cpu": {"cv": 0.3, "max_min": 2.0, "per_node": {"node01": 0.4, "node02": 0.2, "node03": 0.3}}}}
 image_locality:
   description:
     - Whether kube-scheduler's ImageLocality score favours some of the nodes that can take VMs (the nodes of

@@ -90,6 +90,10 @@ def test_a_skewed_cluster_is_planned_applied_as_planned_and_then_left_alone(kv, 
     assert rc == 0 and proposal["changed"] is True, proposal.get("msg")
     before, predicted = proposal["spread"]["before"], proposal["spread"]["after"]
     assert sorted(before["per_node"]) == NODES
+    # One definition of spread: scheduling_info reports the same memory per node (balance.spread).
+    rc, info = ansible_module.run_module("vmsched.kubevirt.scheduling_info", kubeconfig, {})
+    assert rc == 0, info.get("msg")
+    assert dict((n, info["balance"]["spread"]["memory"]["per_node"][n]) for n in NODES) == before["per_node"]
     assert min(before["per_node"][n] for n in SOURCES) > max(before["per_node"][n] for n in EMPTY), before
     assert before["cv"] > THRESHOLD >= predicted["cv"], proposal["spread"]
     assert proposal["stopped"] == "the spread is at or below the threshold"

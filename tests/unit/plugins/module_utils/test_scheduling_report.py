@@ -10,6 +10,7 @@ import pytest
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import Capabilities
 from ansible_collections.vmsched.kubevirt.plugins.module_utils import scheduling_report as si
+from ansible_collections.vmsched.kubevirt.plugins.module_utils import plan
 
 
 def node(name, cpu="4", memory="8Gi", schedulable=True, cordoned=False, images=()):
@@ -64,8 +65,14 @@ def test_report_counts_nodes_schedulers_and_balance():
     assert rows["a"]["lists_virt_launcher_image"] is True and rows["b"]["lists_virt_launcher_image"] is False
     assert rows["c"]["unschedulable"] is True
     # balance over a and b only: counts 2, 1; shares 0.5, 0.5
+    spread = result["balance"].pop("spread")
     assert result["balance"] == {"vmi_count_cv": pytest.approx(1 / 3, abs=1e-4), "cpu_share_cv": 0.0,
                                  "nodes": ["a", "b"]}
+    # vm_rebalance's figures (plan.spread) over the same nodes: one definition of spread
+    assert spread["vms"] == {"cv": 0.3333, "max_min": 2, "per_node": {"a": 2, "b": 1}}
+    assert spread["cpu"] == plan.spread({"a": 2.0, "b": 1.0}) and spread["cpu"]["max_min"] == 2
+    assert spread["memory"] == plan.spread({"a": 2 * 2 ** 30, "b": rows["b"]["memory_requested"]})
+    assert spread["vms"]["cv"] == result["balance"]["vmi_count_cv"]
     schedulers = {s["name"]: s for s in result["schedulers"]}
     assert schedulers["default-scheduler"] == {"name": "default-scheduler", "default": True, "pods": 2, "vmis": 2,
                                                "deployments": []}
