@@ -79,3 +79,37 @@ def test_missing_variables_fail_first(awx_collection):
     tasks = out["plays"][0]["tasks"]
     assert proc.returncode != 0 and len(tasks) == 1
     assert "awx_job_templates_project, awx_job_templates_inventory" in tasks[0]["hosts"]["localhost"]["msg"]
+
+
+def test_the_rebalance_workflow_plans_waits_for_approval_then_applies(awx_collection):
+    play = yaml.safe_load(PLAYBOOK.read_text())[0]
+    task = play["tasks"][2]
+    assert task["name"] == "Create the rebalance workflow (plan, approval, apply)"
+    nodes = {n["identifier"]: n for n in task["vars"]["awx_job_templates__nodes"]}
+    assert nodes["plan"]["job_type"] == "check" and nodes["apply"]["job_type"] == "run"
+    assert nodes["plan"]["related"]["success_nodes"] == [{"identifier": "approve"}]
+    assert nodes["approve"]["unified_job_template"]["type"] == "workflow_approval"
+    assert nodes["approve"]["related"]["success_nodes"] == [{"identifier": "apply"}]
+    survey = json.loads((ROOT / "playbooks" / "surveys" / "rebalance.json").read_text())
+    # The rebalance job publishes the plan only in check mode and applies one it is given.
+    rebalance = yaml.safe_load((ROOT / "playbooks" / "rebalance.yml").read_text())[0]
+    publish = next(t for t in rebalance["tasks"] if "ansible.builtin.set_stats" in t)
+    assert "rebalance_plan" in publish["ansible.builtin.set_stats"]["data"] and "ansible_check_mode" in publish["when"]
+
+    # awx.awx takes every parameter (rendered: both nodes name the rebalance job template); only the controller
+    # is missing.
+    proc = run("--start-at-task", task["name"], "-e", "awx_job_templates_project=vmsched",
+               "-e", "awx_job_templates_inventory=Demo Inventory", "-e", "awx_job_templates_credential=k8s",
+               CONTROLLER_HOST=f"https://127.0.0.1:{free_port()}", CONTROLLER_USERNAME="admin",
+               CONTROLLER_PASSWORD="x", CONTROLLER_VERIFY_SSL="false")
+    assert proc.returncode != 0
+    out = json.loads(proc.stdout[proc.stdout.index("{"):])
+    [ran] = out["plays"][0]["tasks"]
+    result = ran["hosts"]["localhost"]
+    assert ran["task"]["name"] == task["name"] and result["failed"], result
+    assert "Unsupported parameters" not in result["msg"] and "argument" not in result["msg"], result["msg"]
+    assert "Connection refused" in result["msg"], result["msg"]
+    assert result["invocation"]["module_args"]["name"] == survey["name"] + " with approval"
+    sent = dict((n["identifier"], n) for n in result["invocation"]["module_args"]["workflow_nodes"])
+    assert sent["plan"]["unified_job_template"]["name"] == sent["apply"]["unified_job_template"]["name"] \
+        == survey["name"]
