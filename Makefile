@@ -296,7 +296,8 @@ cluster-down: venv ## Stop the local control plane (tests/cluster/cluster.py)
 # make demo on the local control plane: demo VMs in DEMO_NAMESPACE (playbooks/demo_vms.yml,
 # which refuses to run on real nodes), site.yml opting them in, one targeted migration of
 # demo-vm-01 to DEMO_TARGET_NODE, DEMO_TARGET_NODE's demo VMs evacuated to DEMO_EVACUATION_TARGET
-# (not cordoned, so the fixture's nodes stay as they were), and the report. KWOK pulls no image, so site.yml computes
+# (not cordoned, so the fixture's nodes stay as they were; the report shows its drain plan), a rebalance of the demo
+# VMs (rebalance.yml: the plan in check mode, then a run), and the report. KWOK pulls no image, so site.yml computes
 # the scheduler image from the server version instead of looking it up in registry.k8s.io
 # (site_image_lookup=false); against a real cluster site.yml keeps its defaults.
 # The descheduler starts in its dry run (site.yml's default); its preview Job would never log on KWOK's nodes
@@ -311,6 +312,8 @@ DEMO_EVACUATE_VARS = -e evacuate_node_name=$(DEMO_TARGET_NODE) -e evacuate_node_
 	-e evacuate_node_target_nodes=$(DEMO_EVACUATION_TARGET) -e evacuate_node_wait_timeout=120
 SITE_ARGS ?=
 SITE_CHECK ?= --check
+# The demo VMs only; no cooldown: the evacuation just moved them.
+DEMO_REBALANCE_VARS = -e rebalance_namespaces=$(DEMO_NAMESPACE) -e rebalance_cooldown=0 -e rebalance_wait_timeout=120
 DEMO_PLAYBOOK = KUBECONFIG=$(LOCAL_KUBECONFIG) $(ANSIBLE_ENV) $(BIN)/ansible-playbook
 DEMO_REPORT_ONLY := -e site_image=false -e site_scheduler=false -e site_vm_defaults=false -e site_descheduler=false -e site_vms=false
 
@@ -332,7 +335,10 @@ demo: venv cluster-up
 	$(call say,"evacuate_node.yml: the demo VMs on $(DEMO_TARGET_NODE) to $(DEMO_EVACUATION_TARGET)")
 	$(DEMO_PLAYBOOK) playbooks/evacuate_node.yml $(DEMO_EVACUATE_VARS) \
 		-e evacuate_node_namespace=$(DEMO_NAMESPACE)
-	$(call say,"the report after the migration and the evacuation")
+	$(call say,"rebalance.yml: a plan that evens out the VMs per node in check mode (what an approver reads) and then a run")
+	$(DEMO_PLAYBOOK) playbooks/rebalance.yml --check $(DEMO_REBALANCE_VARS)
+	$(DEMO_PLAYBOOK) playbooks/rebalance.yml $(DEMO_REBALANCE_VARS)
+	$(call say,"the report after the migration and the evacuation and the rebalance")
 	$(DEMO_PLAYBOOK) playbooks/site.yml $(DEMO_REPORT_ONLY)
 endif
 

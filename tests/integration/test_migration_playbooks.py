@@ -42,6 +42,14 @@ def test_evacuate_node_playbook(kv, kubeconfig, namespace, wait):
     assert not run.failed, run.stdout + run.stderr
     result = run.result("Migrate the VMs away")
     assert result["summary"]["migrated"] == 3 and result["summary"]["peak_in_flight"] == 1
+    # The report gives the drain plan: one migration at a time (max_parallel 1) is three waves.
+    report = run.result("Report the result")["msg"]
+    assert "Drain plan: 3 placed in 3 wave(s)" in report and "0 no node can take, 0 cannot migrate" in report, report
+    shown = [item["msg"] for item in run.result("Show each VM")["results"]]
+    planned = dict((v["name"], v) for v in result["plan"]["vmis"])
+    assert sorted(shown) == sorted(f"{namespace}/{n}: migrated node03 -> {e['target_node']} (planned: "
+                                   f"{planned[n]['target']}, wave {planned[n]['wave']})"
+                                   for n, e in ((e["name"], e) for e in result["vmis"])), shown
     assert result["cordoned"] is False
     assert {v["status"]["nodeName"] for v in kv.list(VMIS, namespace)} <= {"node02", "node04"}
     assert not kv.core.read_node("node03").spec.unschedulable
