@@ -254,6 +254,17 @@ class MigrationBatch:
 # --- vmi_evacuation ---------------------------------------------------------------------------------------------
 
 
+def batch_limits(caps, max_parallel, summary):
+    """How many migrations a batch runs at once: KubeVirt's parallelMigrationsPerCluster, or max_parallel (at least
+    1, BOUNDS) when lower; both caps recorded in the summary (max_parallel, max_parallel_per_node)."""
+    limit = caps.parallel_per_cluster
+    if max_parallel is not None:
+        limit = min(limit, max_parallel)
+    summary["max_parallel"] = limit
+    summary["max_parallel_per_node"] = caps.parallel_outbound_per_node
+    return limit
+
+
 def memory_to_copy(vmi, requests=None):
     """Bytes a live migration of the VMI copies: its guest memory, status.memory.guestCurrent (which follows a
     memory hotplug), else spec.domain.memory.guest (virt-api sets it from resources.requests.memory, else
@@ -521,15 +532,6 @@ class Evacuation:
 
     # --- the run ---------------------------------------------------------------------------------------------
 
-    def limits(self, caps):
-        limit = caps.parallel_per_cluster
-        if self.p["max_parallel"] is not None:   # at least 1 (BOUNDS)
-            limit = min(limit, self.p["max_parallel"])
-        summary = self.result["summary"]
-        summary["max_parallel"] = limit
-        summary["max_parallel_per_node"] = caps.parallel_outbound_per_node
-        return limit
-
     def cordon_needed(self):
         """Whether `node` must be cordoned (fails when it does not exist); without cordon only that it exists."""
         node = self.p["node"]
@@ -549,7 +551,7 @@ class Evacuation:
         self.check_nodes()
         caps = self.m.detect()
         self.result["kubevirt"] = caps.as_dict()
-        limit = self.limits(caps)
+        limit = batch_limits(caps, self.p["max_parallel"], self.result["summary"])
         summary = self.result["summary"]
         cordon = self.cordon_needed()
         planned = self.p["placement"] == "planned"

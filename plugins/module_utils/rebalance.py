@@ -28,7 +28,7 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import
     is_status,
     unless_forbidden,
 )
-from ansible_collections.vmsched.kubevirt.plugins.module_utils.evacuation import MigrationBatch, plan_input
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.evacuation import MigrationBatch, batch_limits, plan_input
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
     CREATED_BY_LABEL,
     SCHEDULABLE_LABEL,
@@ -460,15 +460,6 @@ class Rebalance:
         return {"plan": moves, "runs": kept, "skipped": skipped, "stopped": None,
                 "spread": {"before": plan.spread(load), "after": plan.spread(shifted(load, kept, values))}}
 
-    def limits(self, caps):
-        limit = caps.parallel_per_cluster
-        if self.p["max_parallel"] is not None:
-            limit = min(limit, self.p["max_parallel"])
-        summary = self.result["summary"]
-        summary["max_parallel"] = limit
-        summary["max_parallel_per_node"] = caps.parallel_outbound_per_node
-        return limit
-
     # --- the run -----------------------------------------------------------------------------------------------
 
     def run(self):
@@ -476,7 +467,7 @@ class Rebalance:
         self.check_names()
         caps = self.m.detect()
         self.result["kubevirt"] = caps.as_dict()
-        limit = self.limits(caps)
+        limit = batch_limits(caps, self.p["max_parallel"], self.result["summary"])
         self.read_cluster()
         nodes = self.scope_nodes()
         names = [node_fit.node_name(n) for n in nodes]
