@@ -267,14 +267,28 @@ def launcher_requests(kv, ns, vmi):
     return pod_requests(kv, pod)
 
 
+def active_pods_on(kv, node):
+    return [p for p in kv.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items
+            if p.status.phase not in ("Succeeded", "Failed")]
+
+
+def settle(kv, nodes, wait):
+    """No pod of an earlier test's namespace still on `nodes` (terminating, or in a namespace being deleted whose
+    pods the namespace controller has not reached yet): its room must not come back under a plan."""
+    def leaving(node):
+        gone = {n.metadata.name for n in kv.core.list_namespace().items if n.status.phase != "Active"}
+        return [p.metadata.name for p in active_pods_on(kv, node)
+                if p.metadata.deletion_timestamp or p.metadata.namespace in gone]
+    for node in nodes:
+        wait(lambda node=node: not leaving(node), f"no pod of a deleted namespace on {node}", timeout=120)
+
+
 def leave_room(kv, ns, node, room, wait):
     """Bind a filler pod to `node` (as the scheduler would) so that `room` bytes of its memory stay free. Pods still
     terminating there (earlier tests' namespaces) are waited for first: their room must not come back later."""
     def on_node():
-        return [p for p in kv.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items
-                if p.status.phase not in ("Succeeded", "Failed")]
-    wait(lambda: not [p for p in on_node() if p.metadata.deletion_timestamp], f"no pod terminating on {node}",
-         timeout=120)
+        return active_pods_on(kv, node)
+    settle(kv, [node], wait)
     from ansible_collections.vmsched.kubevirt.plugins.module_utils.node_fit import parse_quantity
     used = sum(pod_requests(kv, p).get("memory", 0.0) for p in on_node())
     filler = parse_quantity(kv.core.read_node(node).status.allocatable["memory"]) - used - room
@@ -357,6 +371,7 @@ def test_a_drain_that_fits_vm_by_vm_but_not_as_a_whole_is_refused_before_any_wri
 
 
 def test_planned_placement_lands_every_vm_where_the_plan_put_it(kv, kubeconfig, namespace, wait):
+    settle(kv, TARGETS, wait)       # the drain test's filler pods leave with its namespace
     start_vms_on(kv, namespace, 4, SOURCE, wait)
     args = {"node": SOURCE, "namespace": namespace, "added_node_selector": ZONE_B, "placement": "planned"}
 
