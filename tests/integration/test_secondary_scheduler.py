@@ -116,13 +116,31 @@ def config_maps(core, namespace):
     return sorted(cm.metadata.name for cm in core.list_namespaced_config_map(namespace, label_selector=MANAGED_BY).items)
 
 
-def test_converge_idempotent_check_mode_and_absent(run, dyn, core, namespace, cleanup):
+def may(api_client, user, verb, resource, namespace, name=None, group=""):
+    """What the API server's authorizer says the user may do (a SubjectAccessReview)."""
+    review = client.AuthorizationV1Api(api_client).create_subject_access_review(client.V1SubjectAccessReview(
+        spec=client.V1SubjectAccessReviewSpec(user=user, groups=["system:serviceaccounts"],
+                                              resource_attributes=client.V1ResourceAttributes(
+                                                  verb=verb, resource=resource, group=group, namespace=namespace,
+                                                  name=name))))
+    return review.status.allowed
+
+
+def test_converge_idempotent_check_mode_and_absent(run, api_client, dyn, core, namespace, cleanup):
+    # What earlier releases left: the ServiceAccount bound to system:kube-scheduler itself.
+    rbac = client.RbacAuthorizationV1Api(api_client)
+    earlier = f"vmsched:{namespace}:kubevirt-scheduler:kube-scheduler"
+    rbac.create_cluster_role_binding(client.V1ClusterRoleBinding(
+        metadata=client.V1ObjectMeta(name=earlier),
+        role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole",
+                                  name="system:kube-scheduler"),
+        subjects=[client.RbacV1Subject(kind="ServiceAccount", name="kubevirt-scheduler", namespace=namespace)]))
     first = run(replicas=2)
     assert not first.failed, first.failure
     assert first.changed > 0
     objects = owned(dyn, namespace)
     kinds = sorted(kind for kind, _ns, _name in objects)
-    assert kinds == sorted(["ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding", "ClusterRoleBinding",
+    assert kinds == sorted(["ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding",
                             "ConfigMap", "Deployment", "PodDisruptionBudget", "Role", "RoleBinding", "RoleBinding",
                             "ServiceAccount"]), objects
 
@@ -146,7 +164,21 @@ def test_converge_idempotent_check_mode_and_absent(run, dyn, core, namespace, cl
             "verbs": ["get", "list", "watch", "update"]} in lease_role["rules"]
     cluster_role = dyn.resources.get(api_version="rbac.authorization.k8s.io/v1", kind="ClusterRole").get(
         name=f"vmsched:{namespace}:kubevirt-scheduler").to_dict()
-    assert [r["apiGroups"] for r in cluster_role["rules"]] == [["storage.k8s.io"]]  # no metrics.k8s.io
+    groups = [group for rule in cluster_role["rules"] for group in rule["apiGroups"]]
+    assert "metrics.k8s.io" not in groups
+    # The cluster's own system:kube-scheduler rules (storageclasses added), without its leader-election grants.
+    upstream = dyn.resources.get(api_version="rbac.authorization.k8s.io/v1", kind="ClusterRole").get(
+        name="system:kube-scheduler").to_dict()["rules"]
+    kept = [rule for rule in upstream if "coordination.k8s.io" not in rule["apiGroups"]]
+    assert [rule for rule in cluster_role["rules"] if rule in kept] == kept
+    assert "coordination.k8s.io" not in groups and {"storage.k8s.io"} <= set(groups)
+    # Its own lease only: not the default scheduler's (which system:kube-scheduler lets any holder take over).
+    assert earlier not in [b.metadata.name for b in rbac.list_cluster_role_binding().items]
+    sa = f"system:serviceaccount:{namespace}:kubevirt-scheduler"
+    assert may(api_client, sa, "update", "leases", "kube-system", "kube-scheduler", group="coordination.k8s.io") is False
+    assert may(api_client, sa, "create", "leases", "kube-system", group="coordination.k8s.io") is False
+    assert may(api_client, sa, "update", "leases", namespace, "kubevirt-scheduler", group="coordination.k8s.io")
+    assert may(api_client, sa, "create", "bindings", "default")
 
     # Server-side apply sends its (no-op) patches again: nothing may change on the server.
     versions = resource_versions(dyn, namespace)
