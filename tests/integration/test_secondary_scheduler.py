@@ -209,6 +209,23 @@ def test_converge_idempotent_check_mode_and_absent(run, api_client, dyn, core, n
     assert not again.failed and again.changed == 0
 
 
+def test_a_namespace_that_holds_other_workloads_is_warned_about(run, core, namespace, cleanup):
+    def warnings(result):
+        return [m for m in result.debug_messages if m.startswith("WARNING") and "ServiceAccount" in m]
+
+    alone = run()
+    assert not alone.failed, alone.failure
+    assert warnings(alone) == []
+    # Whoever may create pods in the namespace may run them as the scheduler's ServiceAccount.
+    core.create_namespaced_pod(namespace, pod("other-app", "no-such-scheduler"))
+    shared = run()
+    assert not shared.failed, shared.failure
+    assert shared.changed == 0
+    [warning] = warnings(shared)
+    assert f"namespace {namespace} also runs pods of others (other-app)" in warning, warning
+    assert "bind any pod" in warning
+
+
 def test_a_new_configuration_keeps_the_previous_one_and_a_rerun_changes_nothing(run, dyn, core, namespace, cleanup):
     first = run()
     assert not first.failed, first.failure
