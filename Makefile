@@ -298,7 +298,7 @@ cluster-down: venv ## Stop the local control plane (tests/cluster/cluster.py)
 # demo-vm-01 to DEMO_TARGET_NODE, DEMO_TARGET_NODE's demo VMs evacuated to DEMO_EVACUATION_TARGET
 # (not cordoned, so the fixture's nodes stay as they were; the report shows its drain plan), a rebalance of the demo
 # VMs (rebalance.yml: the plan in check mode, then a run), and the report. KWOK pulls no image, so site.yml computes
-# the scheduler image from the server version instead of looking it up in registry.k8s.io
+# the scheduler and descheduler images from the server version instead of looking them up in registry.k8s.io
 # (site_image_lookup=false); against a real cluster site.yml keeps its defaults.
 # The descheduler starts in its dry run (site.yml's default); its preview Job would never log on KWOK's nodes
 # (site_descheduler_dry_run_preview=false). SITE_ARGS adds ansible-playbook arguments to site.yml, e.g.
@@ -326,7 +326,7 @@ else
 demo: venv cluster-up
 	$(call say,"demo VMs in namespace $(DEMO_NAMESPACE) of the local control plane")
 	$(DEMO_PLAYBOOK) playbooks/demo_vms.yml -e demo_vms_namespace=$(DEMO_NAMESPACE)
-	$(call say,"site.yml: scheduler image -> secondary scheduler -> VM defaults -> descheduler -> VM opt-in -> report")
+	$(call say,"site.yml: images -> secondary scheduler -> VM defaults -> descheduler -> VM opt-in -> report")
 	$(DEMO_PLAYBOOK) playbooks/site.yml -e site_image_lookup=false -e site_vms_namespace=$(DEMO_NAMESPACE) \
 		-e site_descheduler_dry_run_preview=false $(SITE_ARGS)
 	$(call say,"migrate_vm.yml: $(DEMO_NAMESPACE)/demo-vm-01 to $(DEMO_TARGET_NODE)")

@@ -9,6 +9,10 @@ under KWOK that Job's pod neither runs nor serves a log.
 
 Every test uses its own namespace; cluster-scoped objects the role creates carry the
 namespace in their names (vmsched:<namespace>:<name>), so parallel runs do not collide.
+
+registry.k8s.io is not reachable from here and KWOK pulls no image: the tests run the role with
+descheduler_image_lookup=false (the tag computed from the server version), except the one that
+looks the image up, and mirrors it, in local registries.
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from kubernetes import client
 from ansible_collections.vmsched.kubevirt.plugins.filter.descheduler_policy import FilterModule
 
 from .playbook import run_playbook
+from .registry import Buildah, LocalRegistry, skopeo_digest
 from .releases import DESCHEDULER
 from .ports import free_port
 from .audit import Audit
@@ -57,12 +62,15 @@ KINDS = [
 
 @pytest.fixture
 def run(kubeconfig, namespace):
-    """run(mode='cronjob', ...) runs the role in the test namespace with descheduler_<key> variables."""
+    """run(mode='cronjob', ...) runs the role in the test namespace with descheduler_<key> variables (and the
+    variables of `extra` as they are), without a registry lookup unless image_lookup=True."""
 
-    def _run(check=False, **variables):
-        values = {"namespace": namespace, "rollout_timeout": 60}
-        values.update(variables)
-        return run_playbook(PLAYBOOK, {f"descheduler_{k}": v for k, v in values.items()}, kubeconfig, check=check)
+    def _run(check=False, extra=None, **variables):
+        values = {"namespace": namespace, "rollout_timeout": 60, "image_lookup": False}
+        values.update(variables)  # namespace=None: the role's default
+        values = {key: value for key, value in values.items() if value is not None}
+        return run_playbook(PLAYBOOK, dict({f"descheduler_{k}": v for k, v in values.items()}, **(extra or {})),
+                            kubeconfig, check=check)
 
     return _run
 
@@ -96,9 +104,9 @@ def resource_versions(dyn, namespace):
     return result
 
 
-def workload(dyn, namespace, kind="Deployment"):
+def workload(dyn, namespace, kind="Deployment", name=NAME):
     api_version = "apps/v1" if kind == "Deployment" else "batch/v1"
-    return dyn.resources.get(api_version=api_version, kind=kind).get(name=NAME, namespace=namespace).to_dict()
+    return dyn.resources.get(api_version=api_version, kind=kind).get(name=name, namespace=namespace).to_dict()
 
 
 def policy(core, namespace):
@@ -128,6 +136,8 @@ def test_converge_idempotent_check_mode_mode_switch_and_absent(run, dyn, core, n
     pod_spec = dep["spec"]["template"]["spec"]
     container = pod_spec["containers"][0]
     assert container["image"] == f"registry.k8s.io/descheduler/descheduler:{DESCHEDULER[MINOR]}"
+    assert any(m.startswith(f"descheduler_image_lookup=false: deploying {container['image']}")
+               for m in first.debug_messages), first.debug_messages
     assert container["args"] == [
         "--policy-config-file=/policy-dir/policy.yaml", "--descheduling-interval=5m", "--bind-address=0.0.0.0",
         "--secure-port=10258", "--feature-gates=EvictionsInBackground=true", "--v=3"]
@@ -174,6 +184,67 @@ def test_converge_idempotent_check_mode_mode_switch_and_absent(run, dyn, core, n
     assert core.read_namespaced_config_map(f"{NAME}-mine", namespace)
     again = run(state="absent")
     assert not again.failed and again.changed == 0
+
+
+IMAGE = f"descheduler/descheduler:{DESCHEDULER[MINOR]}"  # the release the role picks for this cluster
+PLAIN_HTTP = {"scheduler_image_source_tls_verify": False, "scheduler_image_target_tls_verify": False}
+
+
+@pytest.fixture(scope="module")
+def registries(tmp_path_factory):
+    """A source registry holding a stand-in for the descheduler release of this cluster's minor, where
+    registry.k8s.io has it, and an empty target registry."""
+    work = tmp_path_factory.mktemp("descheduler-registries")
+    source, target = LocalRegistry(work / "source"), LocalRegistry(work / "target")
+    fake = work / "descheduler"
+    fake.write_text(f"#!/bin/sh\necho 'not a descheduler: a stand-in for {IMAGE}'\n")
+    Buildah(work / "buildah").push_file_image(fake, f"{source.host}/{IMAGE}")
+    yield source, target
+    source.stop()
+    target.stop()
+
+
+def deployed_image(dyn, namespace):
+    return workload(dyn, namespace)["spec"]["template"]["spec"]["containers"][0]["image"]
+
+
+def test_the_image_is_looked_up_pinned_to_its_digest_or_mirrored(run, dyn, namespace, registries, cleanup):
+    source, target = registries
+    digest = skopeo_digest(f"{source.host}/{IMAGE}")
+    lookup = {"image_lookup": True, "extra": PLAIN_HTTP}
+
+    # Not in the registry named: fails with scheduler_image's reason, before anything is written.
+    audit = Audit(namespace)
+    missing = run(registry=target.host, **lookup)
+    assert missing.failed
+    assert f"{target.host}/{IMAGE} does not exist" in missing.failure, missing.failure
+    assert audit.writes() == [] and owned(dyn, namespace) == set()
+
+    resolved = run(registry=source.host, **lookup)
+    assert not resolved.failed, resolved.failure
+    assert deployed_image(dyn, namespace) == f"{source.host}/{IMAGE}@{digest}"
+    again = run(registry=source.host, **lookup)
+    assert not again.failed and again.changed == 0, [n for n, r in again.results if r.get("changed")]
+
+    # Mirrored into the registry the cluster pulls from: the copy, same digest, is what runs.
+    mirrored = run(registry=source.host, image_mode="mirror", image_target_registry=target.host, **lookup)
+    assert not mirrored.failed, mirrored.failure
+    assert target.contents() == {"descheduler/descheduler": [DESCHEDULER[MINOR]]}
+    assert deployed_image(dyn, namespace) == f"{target.host}/{IMAGE}@{digest}"
+
+    # An image given is used as it is: the registry named is not even asked (nothing listens there).
+    given = f"{target.host}/{IMAGE}"
+    as_given = run(image=given, registry=f"127.0.0.1:{free_port()}", **lookup)
+    assert not as_given.failed, as_given.failure
+    assert deployed_image(dyn, namespace) == given
+
+
+def test_mirror_without_the_lookup_is_refused_first(run, dyn, namespace):
+    audit = Audit(namespace)
+    refused = run(image_mode="mirror", image_target_registry="registry.example.com:5000")
+    assert refused.failed
+    assert "descheduler_image_lookup=false works only with descheduler_image_mode=resolve" in refused.failure
+    assert audit.writes() == [] and owned(dyn, namespace) == set()
 
 
 @pytest.mark.parametrize("variables, message", [
@@ -228,11 +299,66 @@ def test_prometheus_with_token_secret(run, dyn, core, namespace, cleanup):
     role = dyn.resources.get(api_version="rbac.authorization.k8s.io/v1", kind="Role").get(
         name=f"{NAME}-prometheus-token", namespace=namespace).to_dict()
     assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}]
+    # Its informer lists every Secret of the namespace: the namespace holds its token alone, and no other.
+    sa = f"system:serviceaccount:{namespace}:{NAME}"
+    assert may(dyn.client, sa, "list", "secrets", namespace)
+    assert not may(dyn.client, sa, "list", "secrets", "kube-system")
+    assert not may(dyn.client, sa, "get", "secrets", "default", "any")
+    assert [s.metadata.name for s in core.list_namespaced_secret(namespace).items] == ["prom-token"]
+    assert not [m for m in result.debug_messages if "may read them all" in m]
+    # Another Secret there is one the descheduler may read: said, naming it.
+    core.create_namespaced_secret(namespace, client.V1Secret(metadata=client.V1ObjectMeta(name="app-credentials"),
+                                                             string_data={"password": "not-a-real-password"}))
+    shared = run(**variables)
+    assert not shared.failed and shared.changed == 0, shared.failure
+    [warning] = [m for m in shared.debug_messages if "may read them all" in m]
+    assert f"namespace {namespace}, which also holds app-credentials" in warning, warning
+    assert "not-a-real-password" not in shared.stdout
 
     # Back to requests: the Secret access goes.
     plain = run()
     assert not plain.failed, plain.failure
     assert ("Role", namespace, f"{NAME}-prometheus-token") not in owned(dyn, namespace)
+
+
+def may(api_client, user, verb, resource, namespace, name=None):
+    """What the API server's authorizer says the user may do (a SubjectAccessReview)."""
+    review = client.AuthorizationV1Api(api_client).create_subject_access_review(client.V1SubjectAccessReview(
+        spec=client.V1SubjectAccessReviewSpec(user=user, groups=["system:serviceaccounts"],
+                                              resource_attributes=client.V1ResourceAttributes(
+                                                  verb=verb, resource=resource, namespace=namespace, name=name))))
+    return review.status.allowed
+
+
+def test_its_own_namespace_is_made_and_a_second_descheduler_of_the_name_is_refused(run, dyn, core, namespace):
+    own = "vmsched-descheduler"  # the default: a namespace of the descheduler's own, not kube-system
+    name = "kubevirt-descheduler-" + namespace[2:]
+    try:
+        audit = Audit(own)
+        check = run(check=True, namespace=None, name=name, dry_run=True, dry_run_preview=False)
+        assert not check.failed, check.failure
+        assert any(f"namespace {own} would be created" in m for m in check.debug_messages), check.debug_messages
+        assert audit.writes() == []
+        assert own not in [n.metadata.name for n in core.list_namespace().items]
+
+        first = run(namespace=None, name=name, dry_run=True, dry_run_preview=False)
+        assert not first.failed, first.failure
+        assert core.read_namespace(own).metadata.labels["app.kubernetes.io/managed-by"] == "vmsched.kubevirt"
+        assert workload(dyn, own, name=name)["metadata"]["name"] == name
+        again = run(namespace=None, name=name, dry_run=True, dry_run_preview=False)
+        assert not again.failed and again.changed == 0, again.failure
+
+        # Two deschedulers of one name would each evict up to its own limits: a second one is refused first.
+        audit = Audit(namespace)
+        elsewhere = run(name=name, dry_run=True, dry_run_preview=False)
+        assert elsewhere.failed
+        assert f"{name} already runs in namespace {own}" in elsewhere.failure, elsewhere.failure
+        assert audit.writes() == []
+    finally:
+        run(state="absent", namespace=None, name=name)
+        if own in [n.metadata.name for n in core.list_namespace().items]:
+            core.delete_namespace(own)
+    assert owned(dyn, own, name) == set()
 
 
 def test_evict_all_vms_is_refused_while_an_eviction_restarts_vms(run, namespace):

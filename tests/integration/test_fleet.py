@@ -34,8 +34,9 @@ SCHEDULER = "kubevirt-scheduler"
 
 
 def answers(ns, registry):
-    """site.yml confined to one namespace per cluster, as the Molecule scenarios run it; the scheduler image looked up
-    in a local registry holding each release's kube-scheduler (registry.k8s.io is not reachable from here)."""
+    """site.yml confined to one namespace per cluster, as the Molecule scenarios run it; the scheduler and descheduler
+    images looked up in a local registry holding each release's kube-scheduler and descheduler (registry.k8s.io is not
+    reachable from here)."""
     return {"site_image_source_registry": registry.host, "site_image_source_tls_verify": "false",
             "site_scheduler_namespace": ns, "site_scheduler_rollout_timeout": 120,
             "site_descheduler_namespace": ns, "site_descheduler_rollout_timeout": 120, "site_vms_namespace": ns,
@@ -79,12 +80,17 @@ def clusters(kubeconfig):
 
 @pytest.fixture(scope="module")
 def registry(clusters, tmp_path_factory):
-    """A registry with the kube-scheduler image of every cluster's release, as registry.k8s.io publishes them."""
+    """A registry with the kube-scheduler image of every cluster's release, as registry.k8s.io publishes them, and a
+    stand-in for the descheduler release of every cluster's minor (nothing runs it: KWOK pulls no image)."""
     work = tmp_path_factory.mktemp("registry")
     local = LocalRegistry(work / "registry")
     seeder = Buildah(work / "buildah")
     for c in clusters:
         seeder.push_file_image(c.scheduler_binary(), f"{local.host}/kube-scheduler:{c.version}")
+    for tag in sorted({DESCHEDULER[c.minor] for c in clusters}):
+        fake = work / "descheduler"
+        fake.write_text(f"#!/bin/sh\necho 'not a descheduler: a stand-in for descheduler {tag}'\n")
+        seeder.push_file_image(fake, f"{local.host}/descheduler/descheduler:{tag}")
     yield local
     local.stop()
 
@@ -145,11 +151,17 @@ def test_each_cluster_gets_what_its_version_needs_and_the_bad_hosts_fail_alone(c
         assert cells[3] == "kubescheduler.config.k8s.io/v1", table[c.name]
         assert cells[4] == DESCHEDULER[c.minor], table[c.name]
         wanted = f"MutatingAdmissionPolicy {c.map_api}" if c.map_api else "vm_placement (no MutatingAdmissionPolicy API)"
-        assert " ".join(cells[5:-2]) == wanted, table[c.name]
-        assert cells[-2] == "1", table[c.name]  # the halted VM, opted in
-        # Deployed there for real: the Deployment runs the image the table names.
-        deployment = client.AppsV1Api(c.api).read_namespaced_deployment(SCHEDULER, ns)
+        assert " ".join(cells[5:-3]) == wanted, table[c.name]
+        assert cells[-3] == "1", table[c.name]  # the halted VM, opted in
+        # The descheduler's release for that minor, looked up the same way.
+        assert cells[-1].startswith(f"{registry.host}/descheduler/descheduler:{DESCHEDULER[c.minor]}@sha256:"), \
+            table[c.name]
+        # Deployed there for real: the Deployments run the images the table names.
+        apps = client.AppsV1Api(c.api)
+        deployment = apps.read_namespaced_deployment(SCHEDULER, ns)
         assert deployment.spec.template.spec.containers[0].image == cells[2]
+        descheduler = apps.read_namespaced_deployment("kubevirt-descheduler", ns)
+        assert descheduler.spec.template.spec.containers[0].image == cells[-1]
         vm = c.custom.get_namespaced_custom_object(GROUP, VERSION, ns, "virtualmachines", "before")
         assert vm["spec"]["template"]["spec"]["schedulerName"] == SCHEDULER
     if any(c.minor == 37 for c in clusters):  # newer than the newest descheduler: said, with the skew

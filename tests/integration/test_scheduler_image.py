@@ -5,7 +5,9 @@ The source registry stands in for registry.k8s.io: it is seeded with an image of
 the control plane's own kube-scheduler binary at the path and tag registry.k8s.io
 uses (kube-scheduler:<its release>), and with a fake scheduler-plugins image
 (scheduler-plugins/kube-scheduler:v0.35.7): scheduler-plugins has no release for
-Kubernetes 1.36 or 1.37, so that flavor is exercised with version overrides.
+Kubernetes 1.36 or 1.37, so that flavor is exercised with version overrides; and with a
+fake descheduler image at the release the descheduler flavor picks for the server
+(descheduler/descheduler:<tag>, tests/integration/releases.py).
 Every test that must push nothing compares the target registry's repositories
 and tags before and after.
 """
@@ -22,6 +24,7 @@ import pytest
 from .playbook import run_playbook
 from .ports import free_port
 from .registry import Buildah, LocalRegistry, extract_file, skopeo_digest
+from .releases import DESCHEDULER
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOK = ROOT / "tests" / "integration" / "playbooks" / "scheduler_image.yml"
@@ -31,6 +34,8 @@ import build  # noqa: E402  pylint: disable=wrong-import-position
 K8S = build.read_versions()["KUBERNETES_VERSION"]  # the local control plane's version
 PLUGINS_OVERRIDE = "v1.35.2"  # a minor that has a scheduler-plugins release
 PLUGINS_TAG = "v0.35.7"  # plugins/module_utils/versions.py: SCHEDULER_PLUGINS_RELEASES[35]
+MINOR = int(K8S.split(".")[1])
+DESCHEDULER_IMAGE = f"descheduler/descheduler:{DESCHEDULER[MINOR]}"  # the descheduler flavor's image for the server
 USERS = {"ci": "s3cret-pw"}
 
 
@@ -43,6 +48,9 @@ def source_registry(tmp_path_factory, kubeconfig):
     fake = work / "kube-scheduler"
     fake.write_text("#!/bin/sh\necho 'not a scheduler: a stand-in for scheduler-plugins %s'\n" % PLUGINS_TAG)
     seeder.push_file_image(fake, f"{registry.host}/scheduler-plugins/kube-scheduler:{PLUGINS_TAG}")
+    descheduler = work / "descheduler"
+    descheduler.write_text("#!/bin/sh\necho 'not a descheduler: a stand-in for %s'\n" % DESCHEDULER_IMAGE)
+    seeder.push_file_image(descheduler, f"{registry.host}/{DESCHEDULER_IMAGE}")
     yield registry
     registry.stop()
 
@@ -149,6 +157,55 @@ def test_mirror_scheduler_plugins_for_a_minor_with_a_release(run, source_registr
     assert target_registry.contents() == {"scheduler-plugins/kube-scheduler": [PLUGINS_TAG]}
     warnings = [m for m in result.debug_messages if m.startswith("WARNING:")]
     assert len(warnings) == 1 and "one minor release older" in warnings[0]
+
+
+# --- the descheduler flavor --------------------------------------------------------
+
+
+def test_descheduler_resolves_and_mirrors_pinned_to_the_seeded_digest(run, source_registry, target_registry):
+    digest = skopeo_digest(f"{source_registry.host}/{DESCHEDULER_IMAGE}")
+
+    resolved = run(flavor="descheduler", **source_vars(source_registry))
+    assert not resolved.failed, resolved
+    assert resolved.ref == f"{source_registry.host}/{DESCHEDULER_IMAGE}@{digest}"
+    assert resolved.changed == 0
+    behind = [m for m in resolved.debug_messages if m.startswith("WARNING:")]
+    if int(DESCHEDULER[MINOR].split(".")[1]) < MINOR:  # no release for the server's minor: the one behind, said
+        assert len(behind) == 1 and f"descheduler has no release for Kubernetes 1.{MINOR} yet" in behind[0], behind
+    else:
+        assert behind == [], behind
+
+    variables = dict(flavor="descheduler", mode="mirror", **source_vars(source_registry),
+                     **target_vars(target_registry))
+    checked = run(check=True, **variables)
+    assert not checked.failed, checked
+    assert checked.changed == 1 and target_registry.contents() == {}
+    first = run(**variables)
+    assert not first.failed, first
+    assert first.changed == 1
+    assert first.ref == f"{target_registry.host}/{DESCHEDULER_IMAGE}@{digest}"
+    assert target_registry.contents() == {"descheduler/descheduler": [DESCHEDULER[MINOR]]}
+    assert skopeo_digest(f"{target_registry.host}/{DESCHEDULER_IMAGE}") == digest
+    second = run(**variables)
+    assert not second.failed, second
+    assert second.changed == 0 and second.ref == first.ref
+
+
+def test_descheduler_missing_suggests_mirror_not_build(run, target_registry):
+    # The target registry is empty: the descheduler's release is not there.
+    result = run(flavor="descheduler", **source_vars(target_registry))
+    assert result.failed
+    assert f"{target_registry.host}/{DESCHEDULER_IMAGE} does not exist" in result.failure, result.failure
+    assert "scheduler_image_mode=mirror" in result.failure and "scheduler_image_mode=build" not in result.failure
+
+
+def test_descheduler_build_is_refused_before_anything_is_read(run, source_registry, target_registry):
+    result = run(flavor="descheduler", mode="build", **source_vars(source_registry), **target_vars(target_registry))
+    assert result.failed, result
+    assert "the descheduler image cannot be built here" in result.failure, result.failure
+    assert "scheduler_image_mode=resolve" in result.failure and "scheduler_image_mode=mirror" in result.failure
+    assert [name for name, _result in result.results][-1] == "Check that the flavor can be built", result.results
+    assert target_registry.contents() == {}
 
 
 # --- bad input fails before anything is pushed ---------------------------------------

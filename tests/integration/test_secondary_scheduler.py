@@ -63,7 +63,8 @@ def run(kubeconfig, namespace):
 
     def _run(check=False, diff=False, env=None, **variables):
         values = {"namespace": namespace, "image": IMAGE, "rollout_timeout": 60}
-        values.update(variables)
+        values.update(variables)  # namespace=None: the role's default
+        values = {key: value for key, value in values.items() if value is not None}
         return run_playbook(PLAYBOOK, {f"secondary_scheduler_{k}": v for k, v in values.items()}, kubeconfig,
                             check=check, diff=diff, env=env)
 
@@ -207,6 +208,43 @@ def test_converge_idempotent_check_mode_and_absent(run, api_client, dyn, core, n
     assert core.read_namespaced_service_account("default", namespace)
     again = run(state="absent")
     assert not again.failed and again.changed == 0
+
+
+def test_its_own_namespace_is_made_and_a_second_scheduler_of_the_name_is_refused(run, dyn, core, namespace):
+    own = "vmsched-scheduler"  # the default: a namespace of the scheduler's own, not kube-system
+    name = "kubevirt-scheduler-" + namespace[2:]  # a schedulerName is cluster-wide: one of this test's own
+    try:
+        # Check mode on a cluster without it: nothing written, and said what a run would do.
+        audit = Audit(own)
+        check = run(check=True, namespace=None, name=name)
+        assert not check.failed, check.failure
+        assert check.changed > 0
+        assert any(f"namespace {own} would be created" in m for m in check.debug_messages), check.debug_messages
+        assert audit.writes() == []
+        assert own not in [n.metadata.name for n in core.list_namespace().items]
+
+        first = run(namespace=None, name=name)
+        assert not first.failed, first.failure
+        made = core.read_namespace(own)
+        assert made.metadata.labels["app.kubernetes.io/managed-by"] == "vmsched.kubevirt"
+        assert deployment(dyn, own, name)["spec"]["replicas"] == 1
+        assert not [m for m in first.debug_messages if m.startswith("WARNING") and "ServiceAccount" in m]
+        again = run(namespace=None, name=name)
+        assert not again.failed and again.changed == 0, again.failure
+
+        # Two schedulers of one name would both bind its pods: a second one elsewhere is refused before any write.
+        audit = Audit(namespace)
+        elsewhere = run(namespace=namespace, name=name)
+        assert elsewhere.failed
+        assert f"{name} already runs in namespace {own}" in elsewhere.failure, elsewhere.failure
+        assert audit.writes() == []
+        assert owned(dyn, namespace, name) == set()
+    finally:
+        run(state="absent", namespace=None, name=name)
+        # The role leaves the namespace (other things may live there by now); the test removes its own.
+        if own in [n.metadata.name for n in core.list_namespace().items]:
+            core.delete_namespace(own)
+    assert owned(dyn, own, name) == set()
 
 
 def test_a_namespace_that_holds_other_workloads_is_warned_about(run, core, namespace, cleanup):

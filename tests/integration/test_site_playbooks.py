@@ -1,5 +1,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""playbooks/site.yml's survey checks and its read-only report step, and teardown.yml leaving every VM schedulable.
+"""playbooks/site.yml's survey checks and its read-only report step, its image step looking the scheduler and
+descheduler images up (and mirroring them) in local registries, and teardown.yml leaving every VM schedulable.
 The full flow (converge, idempotence, check mode, teardown) is proven by the Molecule scenarios of
 extensions/molecule/; a first run with the defaults by test_first_run.py."""
 from __future__ import annotations
@@ -8,6 +9,8 @@ import pytest
 from kubernetes import client
 
 from .playbook import ROOT, run_playbook
+from .registry import Buildah, LocalRegistry, skopeo_digest
+from .releases import DESCHEDULER
 from .vms import (  # noqa: F401  pylint: disable=unused-import
     VMIS,
     VMS,
@@ -65,6 +68,58 @@ def test_report_only_reads(kubeconfig):
     ran = {name for name, result in run.results if not result.get("skipped")}
     assert not ran & {"Deploy the secondary scheduler", "Deploy the descheduler", "Opt the selected VMs in",
                       "Default new VMs to the secondary scheduler"}, ran
+
+
+# --- the image step ----------------------------------------------------------------------------------------------
+
+def test_the_image_step_pins_both_images_and_mirrors_them(api_client, kubeconfig, namespace, tmp_path):
+    """site_image_lookup=true (the default) against a local registry standing in for registry.k8s.io: the scheduler
+    and the descheduler run their version-matched images pinned to their digests, and site_image_mode=mirror copies
+    both into the target registry (build mode mirrors the descheduler the same way: it has no build)."""
+    server = client.VersionApi(api_client).get_code().git_version
+    images = {"scheduler": f"kube-scheduler:{server}",
+              "descheduler": f"descheduler/descheduler:{DESCHEDULER[int(server.split('.')[1])]}"}
+    source, target = LocalRegistry(tmp_path / "source"), LocalRegistry(tmp_path / "target")
+    scheduler = "s-" + namespace[2:]
+    answers = dict(scoped(namespace, scheduler), site_image_lookup=True, site_image_source_registry=source.host,
+                   site_image_source_tls_verify=False)
+    apps = client.AppsV1Api(api_client)
+    try:
+        seeder = Buildah(tmp_path / "buildah")
+        for what, image in images.items():  # stand-ins: KWOK pulls no image
+            fake = tmp_path / what
+            fake.write_text(f"#!/bin/sh\necho 'a stand-in for {image}'\n")
+            seeder.push_file_image(fake, f"{source.host}/{image}")
+        digests = {what: skopeo_digest(f"{source.host}/{image}") for what, image in images.items()}
+
+        def deployed():
+            return {what: apps.read_namespaced_deployment(name, namespace).spec.template.spec.containers[0].image
+                    for what, name in (("scheduler", scheduler), ("descheduler", "kubevirt-descheduler"))}
+
+        def row(run):
+            return next(r for r in run.result("Show every cluster")["msg"] if r.startswith("localhost")).split()
+
+        resolved = run_playbook(SITE, answers, kubeconfig)
+        assert not resolved.failed, resolved.failure or resolved.stdout[-3000:]
+        pinned = {what: f"{source.host}/{image}@{digests[what]}" for what, image in images.items()}
+        assert deployed() == pinned
+        assert (row(resolved)[2], row(resolved)[-1]) == (pinned["scheduler"], pinned["descheduler"]), row(resolved)
+
+        mirror = dict(answers, site_image_mode="mirror", site_image_target_registry=target.host,
+                      site_image_target_tls_verify=False)
+        mirrored = run_playbook(SITE, mirror, kubeconfig)
+        assert not mirrored.failed, mirrored.failure or mirrored.stdout[-3000:]
+        assert target.contents() == {"kube-scheduler": [server], "descheduler/descheduler": [images["descheduler"]
+                                                                                             .split(":")[1]]}
+        copies = {what: f"{target.host}/{image}@{digests[what]}" for what, image in images.items()}
+        assert deployed() == copies
+        assert (row(mirrored)[2], row(mirrored)[-1]) == (copies["scheduler"], copies["descheduler"]), row(mirrored)
+        again = run_playbook(SITE, mirror, kubeconfig)
+        assert not again.failed and again.changed == 0, [n for n, r in again.results if r.get("changed")]
+    finally:
+        run_playbook(TEARDOWN, dict(answers, site_scheduler_remove_in_use=True), kubeconfig)
+        source.stop()
+        target.stop()
 
 
 # --- teardown.yml leaves every VM schedulable ----------------------------------------------------------------

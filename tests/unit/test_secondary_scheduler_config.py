@@ -84,8 +84,8 @@ def test_a_configuration_with_a_token_goes_into_a_secret(kwargs):
 
 # --- the object applied -----------------------------------------------------------------------------------------
 
-def config_object(config):
-    return plain(evaluate("secondary_scheduler__config_object", secondary_scheduler__rendered=config))
+def config_object(config, **overrides):
+    return plain(evaluate("secondary_scheduler__config_object", secondary_scheduler__rendered=config, **overrides))
 
 
 def test_the_configmap_is_the_one_applied_before():
@@ -94,8 +94,9 @@ def test_the_configmap_is_the_one_applied_before():
     config = rendered(leader_elect=True, lease_namespace="vmsched")
     text = evaluate("secondary_scheduler__rendered.config | ansible.builtin.to_nice_yaml(indent=2, sort_keys=true)",
                     secondary_scheduler__rendered=config)
-    labels = plain(evaluate("secondary_scheduler__labels"))
-    assert config_object(config) == {
+    # Where earlier releases put it by default.
+    labels = plain(evaluate("secondary_scheduler__labels", secondary_scheduler_namespace="kube-system"))
+    assert config_object(config, secondary_scheduler_namespace="kube-system") == {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": "kubevirt-scheduler-config-" + config["hash"], "namespace": "kube-system",
@@ -257,8 +258,8 @@ def tasks(name):
     return found
 
 
-ALL_TASKS = [(name, task) for name in ("main.yml", "present.yml", "rollout.yml", "absent.yml")
-             for task in tasks(name)]
+TASK_FILES = sorted(path.name for path in (ROLES / ROLE / "tasks").glob("*.yml"))
+ALL_TASKS = [(name, task) for name in TASK_FILES for task in tasks(name)]
 
 
 def may_touch_a_configuration(task):
