@@ -10,7 +10,8 @@ Private to this collection. The spec file has the shape of a role's ``meta/argum
 - on an option: ``question`` (the survey question; AWX's ``question_name``), ``min`` and ``max`` (bounds of an
   ``int``, the length of a ``str``, as in AWX's surveys), ``format`` (``names``: comma-separated names;
   ``selector``: ``key=value,key2=value2``), ``exists`` (``node`` or ``namespace``: each name given must exist
-  in the cluster), ``survey: false`` (left out of the survey, e.g. kubeconfig paths AWX never needs);
+  in the cluster), ``created`` (with ``exists``: the one value the playbook creates, a namespace of the
+  collection's own, and need not exist), ``survey: false`` (left out of the survey, e.g. kubeconfig paths AWX never needs);
 - on the entry point: ``rules``, each ``{if: {VAR: VALUE, ...}, then: {VAR: [VALUES]}, msg: ...}``.
 
 Survey answers arrive as AWX sends them: text as strings, integers as integers, booleans (AWX has no boolean
@@ -23,6 +24,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import re
+import datetime
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
@@ -30,14 +33,25 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.module_runner import bound_errors, missing_names
 
 # Our keys on an option; ansible-core's validator is given the option without them.
-OWN_KEYS = ("question", "min", "max", "format", "exists", "survey", "description")
+OWN_KEYS = ("question", "min", "max", "format", "exists", "created", "survey", "description")
 # The entry point keys ArgumentSpecValidator understands.
 VALIDATOR_KEYS = ("mutually_exclusive", "required_together", "required_one_of", "required_if", "required_by")
 TYPES = {"str": str, "int": int, "bool": bool}
 FORMATS = ("names", "selector")
 LOOKUPS = ("node", "namespace")
+# What a node's and a namespace's name may be (DNS-1123 subdomain, label), and how to say it.
+NAME_PATTERNS = {
+    "node": (r"\A(?=.{1,253}\Z)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z",
+             "a node name (lower-case letters, digits, '-' and '.', at most 253)"),
+    "namespace": (r"\A[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z",
+                  "a namespace name (lower-case letters, digits and '-', at most 63)"),
+}
 # AWX's text questions: at most this long unless the spec says otherwise (what AWX's UI proposes).
 TEXT_MAX = 1024
+# What YAML makes of some text. AWX writes survey answers to a YAML file, each tagged !unsafe, and ansible-core 2.19
+# and later read an !unsafe scalar as YAML reads a plain one: the answer 010 arrives as the number 8, yes as true,
+# 2025-01-01 as a date, and a playbook's split() or a role's length check fails on it half-way through a run.
+READ_AS = ((bool, "a boolean"), (int, "a number"), (float, "a number"), (datetime.date, "a date"))
 
 
 class SpecError(Exception):
@@ -71,6 +85,15 @@ def split_names(value):
     return [item.strip() for item in (value or "").split(",") if item.strip()]
 
 
+def _not_text(name, value):
+    """Why a value given for a str option is not text (None when it is text, or empty)."""
+    for kind, what in READ_AS:
+        if isinstance(value, kind):
+            return ("%s is %s, %s, where text is expected: YAML (AWX's survey answers, -e @file) reads text such as "
+                    "010, yes or 2025-01-01 as another type" % (name, value, what))
+    return None
+
+
 def _check_option(name, option, value):
     """What is wrong with one converted value of the option's type, as sentences."""
     errors = []
@@ -88,6 +111,12 @@ def _check_option(name, option, value):
         bad = [item for item in split_names(value) if "=" not in item or not item.split("=", 1)[0].strip()]
         if bad:
             errors.append('%s is "key=value,key2=value2"; not of that form: %s' % (name, ", ".join(bad)))
+    if option.get("exists") and value:
+        # A name is looked up in a URL path: '..' would read another path, which answers.
+        items = split_names(value) if option.get("format") == "names" else [value]
+        bad = [item for item in items if not re.match(NAME_PATTERNS[option["exists"]][0], item)]
+        if bad:
+            errors.append("%s: not %s: %s" % (name, NAME_PATTERNS[option["exists"]][1], ", ".join(bad)))
     return errors
 
 
@@ -102,8 +131,13 @@ def check_values(spec, values):
     given = dict((name, value) for name, value in (values or {}).items() if name in options)
     result = validator.validate(given)
     errors = [str(error) for error in result.errors]
+    # The playbook uses the value as given, not as converted here: a str option takes text only.
+    not_text = dict((name, _not_text(name, value)) for name, value in given.items() if options[name]["type"] == "str")
+    errors.extend(error for name, error in sorted(not_text.items()) if error)
     converted = result.validated_parameters
     for name, option in options.items():
+        if not_text.get(name):
+            continue
         value = converted.get(name)
         # Values the validator could not convert are reported already.
         if isinstance(value, TYPES[option["type"]]) and not (option["type"] == "int" and isinstance(value, bool)):
@@ -124,7 +158,7 @@ def lookups(spec, converted):
         value = converted.get(name)
         if kind and value:
             items = split_names(value) if option.get("format") == "names" else [value]
-            wanted[kind].extend((item, name) for item in items)
+            wanted[kind].extend((item, name) for item in items if item != option.get("created"))
     return wanted
 
 

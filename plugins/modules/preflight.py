@@ -19,7 +19,10 @@ description:
   - B(The spec) is the content of C(playbooks/argument_specs/<playbook>.yml), shaped like a role's
     C(meta/argument_specs.yml) (entry point C(main), C(options) with C(type) V(str), V(int) or V(bool), C(default),
     C(required), C(choices)). Values are converted as ansible-core converts role arguments (V("120") to V(120),
-    V("true") to V(true)), so answers of AWX surveys, which send booleans as strings, pass.
+    V("true") to V(true)), so answers of AWX surveys, which send booleans as strings, pass. A V(str) option takes
+    text only, since the playbook goes on with the value as given; a value YAML read as a number, a boolean or a
+    date is refused (AWX writes survey answers as YAML, and ansible-core 2.19 and later read the answer V(010) as
+    the number 8 and V(yes) as V(true)).
   - Keys of our own on an option, ignored by ansible-core, add checks. C(min) and C(max) bound an V(int), or the
     length of a V(str). C(format=names) is a comma-separated list of names, C(format=selector) is
     C(key=value,key2=value2). C(exists=node) or C(exists=namespace) makes each name given one that must exist in the

@@ -210,6 +210,23 @@ def test_lookups_name_what_must_exist():
         "namespace": []}
 
 
+@pytest.mark.parametrize("name", ["..", ".", "a/b", "Node03", "node03 ", "-x", "a" * 254])
+def test_a_name_to_look_up_must_be_a_name(name):
+    _values, errors = pv.check_values(spec_of("evacuate_node"), {"evacuate_node_name": name})
+    assert any(e.startswith("evacuate_node_name: not a node name") for e in errors), errors
+    _values, errors = pv.check_values(spec_of("site"), {"site_scheduler_namespace": name})
+    assert any(e.startswith("site_scheduler_namespace: not a namespace name") for e in errors), errors
+
+
+def test_the_namespace_a_playbook_creates_need_not_exist():
+    spec = spec_of("site")
+    values, _errors = pv.check_values(spec, {})
+    assert values["site_scheduler_namespace"] == "vmsched-scheduler"
+    assert ("vmsched-scheduler", "site_scheduler_namespace") not in pv.lookups(spec, values)["namespace"]
+    values, _errors = pv.check_values(spec, {"site_scheduler_namespace": "team-a"})
+    assert ("team-a", "site_scheduler_namespace") in pv.lookups(spec, values)["namespace"]
+
+
 @pytest.mark.parametrize("option, message", [
     ({"type": "list"}, "type is one of"),
     ({"type": "str", "exists": "pod"}, "exists one of"),
