@@ -274,7 +274,7 @@ def test_unknown_strategy_is_refused_by_the_argument_spec(run, dyn, namespace):
     assert owned(dyn, namespace) == set()
 
 
-def test_prometheus_with_token_secret(run, dyn, core, namespace, cleanup):
+def test_prometheus_with_token_secret(run, api_client, dyn, core, namespace, descheduler_binary, tmp_path, cleanup):
     query = "avg by (instance) (rate(node_pressure_cpu_waiting_seconds_total[1m]))"
     variables = {"metrics_source": "prometheus", "prometheus_url": "https://prometheus.monitoring.svc:9091",
                  "prometheus_query": query, "prometheus_token_secret": "prom-token",
@@ -306,6 +306,13 @@ def test_prometheus_with_token_secret(run, dyn, core, namespace, cleanup):
     assert not may(dyn.client, sa, "get", "secrets", "default", "any")
     assert [s.metadata.name for s in core.list_namespaced_secret(namespace).items] == ["prom-token"]
     assert not [m for m in result.debug_messages if "may read them all" in m]
+    # The real descheduler, as the ServiceAccount, reads its token through that access (and nothing is forbidden).
+    args = workload(dyn, namespace)["spec"]["template"]["spec"]["containers"][0]["args"]
+    policy_text = core.read_namespaced_config_map(f"{NAME}-policy", namespace).data["policy.yaml"]
+    kubeconfig = token_kubeconfig(api_client, core, namespace, NAME, tmp_path / "sa.kubeconfig")
+    cmd = descheduler_command(descheduler_binary, args, policy_text, kubeconfig, tmp_path, keep_interval=True)
+    log = run_descheduler_loop(cmd, tmp_path, lambda text: "authentication secret token updated" in text, timeout=90)
+    assert "forbidden" not in log.lower(), log[-4000:]
     # Another Secret there is one the descheduler may read: said, naming it.
     core.create_namespaced_secret(namespace, client.V1Secret(metadata=client.V1ObjectMeta(name="app-credentials"),
                                                              string_data={"password": "not-a-real-password"}))
