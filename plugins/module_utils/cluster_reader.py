@@ -21,8 +21,10 @@ from urllib.parse import quote
 
 try:
     from kubernetes import client as k8s_client
+    from kubernetes.dynamic.exceptions import ResourceNotFoundError, ResourceNotUniqueError
 except ImportError:  # reported by AnsibleK8SModule's requirement check
     k8s_client = None
+    ResourceNotFoundError = ResourceNotUniqueError = LookupError
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import ApiException, is_status
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
@@ -185,6 +187,26 @@ class ClusterReader:
         events.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or
                     (e.get("metadata") or {}).get("creationTimestamp") or "")
         return events
+
+    def objects(self, api_version, kind, namespace=None, name=None, label_selector=None):
+        """Objects of any kind the server serves, found through discovery (kubernetes.core caches it): the one
+        named `name`, or those matching `label_selector`, in `namespace` (None: all namespaces, or a cluster-scoped
+        kind). [] when there is none; None when the server does not serve the kind. Listed objects carry their
+        apiVersion and kind, as kubernetes.core's k8s_info returns them."""
+        try:
+            resource = self.dynamic.resources.get(api_version=api_version, kind=kind)
+        except (ResourceNotFoundError, ResourceNotUniqueError):
+            return None
+        namespace = quote(namespace, safe="") if namespace and resource.namespaced else None
+        if name:
+            found = self._get(self._path(resource.path(namespace=namespace), name))
+            return [found] if found is not None else []
+        kwargs = {"label_selector": label_selector} if label_selector else {}
+        items = self._list(self._path(resource.path(namespace=namespace)), **kwargs)
+        for item in items:
+            item.setdefault("apiVersion", resource.group_version)
+            item.setdefault("kind", resource.kind)
+        return items
 
     # --- the one write to a Kubernetes kind ---------------------------------------------------------------
 
