@@ -91,7 +91,9 @@ lint: venv ## yamllint, ansible-lint (production profile), antsibull-docs (plugi
 	$(call say,"yamllint")
 	$(BIN)/yamllint --strict .
 	$(call say,"ansible-lint")
-	PATH=$(BIN):$$PATH $(ANSIBLE_ENV) $(BIN)/ansible-lint --nocolor
+	@# ANSIBLE_HOME of its own: ansible-lint also looks in ~/.ansible/collections, where a copy of an older release
+	@# (ansible-galaxy collection install) would hide this checkout's new modules.
+	PATH=$(BIN):$$PATH $(ANSIBLE_ENV) ANSIBLE_HOME=$(BUILD)/ansible-home $(BIN)/ansible-lint --nocolor
 	$(call say,"antsibull-docs lint-collection-docs")
 	@# --validate-collection-refs all: resolve kubernetes.core (doc fragment k8s_auth_options) where it is
 	@# installed; the default copies dependencies to a temporary tree where ansible-doc does not find it.
@@ -163,7 +165,7 @@ integration: integration-suite ## Integration tests against the local control pl
 .PHONY: integration-suite
 integration-suite: venv cluster-up ## The integration suite on the local control plane (KubeVirt 1.9) only
 	$(call say,"pytest tests/integration on $(INTEGRATION_WORKERS) workers")
-	$(call on_workers,KUBECONFIG=$(LOCAL_KUBECONFIG),$(if $(KUBEVIRT),--kubevirt v$(patsubst v%,%,$(KUBEVIRT))),$(INTEGRATION_WORKERS),tests/integration -m "not kubevirt15 and not fleet" --durations=20)
+	$(call on_workers,KUBECONFIG=$(LOCAL_KUBECONFIG),$(if $(KUBEVIRT),--kubevirt v$(patsubst v%,%,$(KUBEVIRT))),$(INTEGRATION_WORKERS),tests/integration -m "not kubevirt15 and not fleet" --durations=40)
 
 # Each older release on a control plane of its own (state in .cluster-<release>/, ports moved by an offset on
 # top of VMSCHED_PORT_OFFSET), brought down afterwards whatever the outcome.

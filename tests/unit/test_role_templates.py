@@ -83,7 +83,7 @@ FACTS = {
                                       " else 'registry.k8s.io/kube-scheduler:v1.34.2' }}",
         "secondary_scheduler__config_name": "{{ secondary_scheduler_name }}-config-{{"
                                             " secondary_scheduler__rendered.hash }}",
-        # "Read the cluster's kube-scheduler ClusterRole"
+        # "Read the current Deployment and the cluster's kube-scheduler ClusterRole"
         "secondary_scheduler__kube_scheduler_role": {"resources": [{"rules": [
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["kube-scheduler"],

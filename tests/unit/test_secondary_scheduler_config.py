@@ -238,7 +238,7 @@ def test_a_configmap_without_data_holds_no_token():
 # or its result.
 HOLDERS = ("secondary_scheduler__rendered.config", "secondary_scheduler__config_rendering",
            "secondary_scheduler__config_text", "secondary_scheduler__config_object")
-K8S = ("kubernetes.core.k8s", "kubernetes.core.k8s_info")
+K8S = ("kubernetes.core.k8s", "kubernetes.core.k8s_info", "vmsched.kubevirt.objects_info")
 
 
 def tasks(name):
@@ -263,21 +263,32 @@ ALL_TASKS = [(name, task) for name in TASK_FILES for task in tasks(name)]
 
 
 def may_touch_a_configuration(task):
-    """A kubernetes.core task whose kind may be ConfigMap or Secret (named, templated, or in its definition)."""
+    """A task reading or writing objects whose kind may be ConfigMap or Secret (named, templated, in its definition,
+    or among the objects it deletes or the kinds it reads)."""
     module = next((m for m in K8S if m in task), None)
     if module is None:
         return False
     args = task[module]
     kind = str(args.get("kind", ""))
-    return kind in ("ConfigMap", "Secret") or "{{" in kind or "config_object" in str(args.get("definition", ""))
+    definition = str(args.get("definition", "")) + str(task.get("vars", ""))
+    return (kind in ("ConfigMap", "Secret") or "{{" in kind or "config_object" in definition
+            or "__found" in definition or "__objects" in definition  # what a read found, deleted
+            or "__kinds" in str(args.get("queries", "")))
+
+
+def hides_data(args):
+    """hidden_fields has data: the task's own, or each of an objects_info task's queries."""
+    if "queries" in args:
+        return "'hidden_fields': ['data']" in str(args["queries"])
+    return "data" in args.get("hidden_fields", [])
 
 
 def test_every_task_that_may_touch_a_configuration_hides_it():
     touching = [(file, task) for file, task in ALL_TASKS if may_touch_a_configuration(task)]
-    assert len(touching) >= 6, [task["name"] for _file, task in touching]
+    assert len(touching) >= 7, [task["name"] for _file, task in touching]
     for file, task in touching:
         args = task[next(m for m in K8S if m in task)]
-        assert task.get("no_log") is True or "data" in args.get("hidden_fields", []), (file, task["name"])
+        assert task.get("no_log") is True or hides_data(args), (file, task["name"])
 
 
 def test_the_tasks_that_carry_a_configuration_have_no_log():
