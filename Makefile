@@ -95,10 +95,11 @@ lint: venv ## yamllint, ansible-lint (production profile), antsibull-docs (plugi
 	@# (ansible-galaxy collection install) would hide this checkout's new modules.
 	PATH=$(BIN):$$PATH $(ANSIBLE_ENV) ANSIBLE_HOME=$(BUILD)/ansible-home $(BIN)/ansible-lint --nocolor
 	$(call say,"antsibull-docs lint-collection-docs")
-	@# --validate-collection-refs all: resolve kubernetes.core (doc fragment k8s_auth_options) where it is
-	@# installed; the default copies dependencies to a temporary tree where ansible-doc does not find it.
+	@# --validate-collection-refs dependent: references to this collection and to those galaxy.yml depends on
+	@# (kubernetes.core) are checked; `all` loads the documentation of every collection the venv's `ansible`
+	@# package bundles, 205 s against 16 s.
 	PATH=$(BIN):$$PATH $(ANSIBLE_ENV) $(BIN)/antsibull-docs lint-collection-docs --plugin-docs \
-		--validate-collection-refs all $(COLLECTION_LINK)
+		--validate-collection-refs dependent $(COLLECTION_LINK)
 
 .PHONY: sanity
 sanity: venv get-pip-standin ## ansible-test sanity (all tests, empty ignore files) on a copy of the tree
