@@ -1,0 +1,55 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""tests/cluster/build.py: what the local control plane's Go builds run, without running Go."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cluster"))
+import build  # noqa: E402  pylint: disable=wrong-import-position
+
+NEWEST_GOMOD = {"Go": "1.26.0", "Require": [{"Path": "k8s.io/api", "Version": "v0.0.0"}],
+                "Replace": [{"Old": {"Path": "k8s.io/api"}, "New": {"Path": "./staging/src/k8s.io/api"}}]}
+
+
+class Go:
+    """Answers the go commands build.py runs and records them (argv, working directory)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, cmd, cwd=None, env=None):
+        self.calls.append((cmd, cwd))
+        if cmd[1:3] == ["mod", "download"]:
+            return 0, json.dumps({"GoMod": "/cache/kubernetes.mod"}), ""
+        if cmd[1:3] == ["mod", "edit"]:
+            return 0, json.dumps(NEWEST_GOMOD), ""
+        return 0, "", ""
+
+
+def test_kwok_is_built_in_a_wrapper_that_requires_the_newest_kubernetes_release_first(tmp_path, monkeypatch):
+    go = Go()
+    monkeypatch.setattr(build, "go_builder", lambda: build.gobuild.GoBuilder(runner=go))
+    monkeypatch.setattr(build, "cache_dir", lambda: tmp_path)
+    versions = build.read_versions()
+    newest = build.newest_kubernetes(versions)
+    assert newest == versions["KUBERNETES_VERSIONS"].split()[0] == "v1.37.2"
+
+    build.build_kwok("v0.8.0", newest, tmp_path / "out")
+
+    src = tmp_path / "src" / f"kwok-v0.8.0-on-kubernetes-{newest}"
+    gomod = (src / "go.mod").read_text()
+    # The wrapper is the Kubernetes release's: its replace lines pin the k8s.io libraries KWOK resolves to.
+    assert f"require k8s.io/kubernetes {newest}" in gomod and "replace k8s.io/api => k8s.io/api v0.37.2" in gomod
+    gets = [cmd[2:] for cmd, _cwd in go.calls if cmd[1] == "get"]
+    # The Kubernetes build's own go get first (the same module graph, so the same compiled packages), KWOK then.
+    assert gets == [[f"k8s.io/kubernetes/cmd/{c}@{newest}" for c in build.KUBE_COMMANDS],
+                    [f"sigs.k8s.io/kwok/cmd/{c}@v0.8.0" for c in build.KWOK_COMMANDS]]
+    built = [cmd for cmd, cwd in go.calls if cmd[1] == "build" and cwd == str(src)]
+    assert len(built) == 1
+    cmd = built[0]
+    # The Kubernetes build's flags: a package compiled with other tags would not come from the build cache.
+    assert cmd[cmd.index("-tags") + 1] == build.gobuild.KUBE_BUILD_TAGS and "-trimpath" in cmd
+    assert "-X sigs.k8s.io/kwok/pkg/consts.Version=v0.8.0" in cmd[cmd.index("-ldflags") + 1]
+    assert cmd[-2:] == [f"sigs.k8s.io/kwok/cmd/{c}" for c in build.KWOK_COMMANDS]
