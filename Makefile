@@ -254,7 +254,8 @@ surveys: venv ## Regenerate the AWX surveys (playbooks/surveys/) from the playbo
 # runs live on two releases in every CI run; make matrix (all four) is outside, for time.
 #
 # Every Go program the stages need is built from the start, in the background at the lowest priority
-# (tests/cluster/prebuild.py, its log in .build/prebuild.log), while the Python-only stages run; a stage that needs a
+# (tests/cluster/prebuild.py, standard library only: it starts before the virtualenv is made, its log in
+# .build/prebuild.log), while the virtualenv is made and the Python-only stages run; a stage that needs a
 # program still being built waits for it. The end prints each stage's time (also in .build/stages.tsv).
 # After the Python-only stages and the integration suite (on two workers, each on a control plane of its own), two
 # lanes run at once, their lines prefixed with the lane: the first on the local control plane (molecule,
@@ -265,13 +266,14 @@ TEST_LANE_1 := molecule release-check fleet
 TEST_LANE_2 := integration-kubevirt matrix-edges
 WORKER_1_CLUSTER = VMSCHED_CLUSTER_DIR=$$($(WORKERS_PY) dir 1) VMSCHED_PORT_OFFSET=$$($(WORKERS_PY) offset 1)
 .PHONY: test
-test: venv ## lint, sanity, units, ee, integration, then molecule, release-check, fleet beside integration-kubevirt, matrix-edges
+test: ## lint, sanity, units, ee, integration, then molecule, release-check, fleet beside integration-kubevirt, matrix-edges
 	@mkdir -p $(BUILD); : > $(BUILD)/stages.tsv; started=$$(date +%s); \
-	setsid nice -n 19 $(BIN)/python tests/cluster/prebuild.py --fleet '$(FLEET)' > $(BUILD)/prebuild.log 2>&1 & \
+	setsid nice -n 19 $(PYTHON) tests/cluster/prebuild.py --fleet '$(FLEET)' > $(BUILD)/prebuild.log 2>&1 & \
 	prebuild=$$!; \
-	trap 'kill -- -$$prebuild 2>/dev/null || true; $(WORKERS_PY) down $(INTEGRATION_WORKERS) >/dev/null 2>&1 || true; \
+	trap 'kill -- -$$prebuild 2>/dev/null || true; [ ! -x $(BIN)/python ] || $(WORKERS_PY) down $(INTEGRATION_WORKERS) >/dev/null 2>&1 || true; \
 		tests/stage_table.sh $(BUILD)/stages.tsv $$started' EXIT; \
 	export MAKE="$(MAKE)" KEEP_WORKER_CLUSTERS=1; \
+	tests/stages.sh $(BUILD)/stages.tsv - venv; \
 	tests/stages.sh $(BUILD)/stages.tsv - $(TEST_STAGES); \
 	(tests/stages.sh $(BUILD)/stages.tsv 1 $(TEST_LANE_1) 2>&1 | sed -u 's/^/[lane 1] /') & lane1=$$!; \
 	($(WORKER_1_CLUSTER) INTEGRATION_WORKERS=1 tests/stages.sh $(BUILD)/stages.tsv 2 $(TEST_LANE_2) 2>&1 \

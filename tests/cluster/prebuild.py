@@ -1,18 +1,21 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Build every Go program `make test` runs, in the order its stages need them, into the cache.
 
-    prebuild.py [--fleet v1.34.4+map-beta] [--log FILE]
+    prebuild.py [--fleet v1.34.4+map-beta]
 
-`make test` starts this in the background at the lowest priority while its Python-only stages (lint, sanity,
-units) run, so that the cold builds use the cores those stages leave idle. Each build holds a lock per release
+`make test` starts this in the background at the lowest priority, before it makes the virtualenv (this script
+needs the standard library only) and while its Python-only stages (lint, sanity, units) run, so that the cold
+builds use the cores those leave idle. Each build holds a lock per release
 (build.py, kubevirt/build.py): a stage that needs a program still being built waits for it instead of building
-it a second time. On a warm cache every step only checks that files exist. Prints one line per step with its time.
+it a second time. On a warm cache every step only checks that files exist. Prints one line per step with its
+time and the CPU time its builds took.
 """
 from __future__ import annotations
 
 import argparse
 import importlib.util
 import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -44,20 +47,27 @@ def steps(fleet):
                  lambda: build.ensure_built(fleet_versions))] if fleet else []))
 
 
+def children_cpu():
+    """CPU seconds (user and system) of every finished child process: the go commands a step ran."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fleet", default="", help="the fleet's Kubernetes release (make fleet's FLEET)")
     args = parser.parse_args()
     started = time.monotonic()
     for what, step in steps(args.fleet):
-        began = time.monotonic()
+        began, cpu = time.monotonic(), children_cpu()
         try:
             step()
         except (SystemExit, kubevirt_build.BuildError, build.gobuild.GoBuildError) as exc:
             # The stage that needs it builds it again and fails there, with the error in its own output.
             print(f"[prebuild] {what}: FAILED ({exc})", flush=True)
             continue
-        print(f"[prebuild] {what}: ready after {time.monotonic() - began:.0f}s", flush=True)
+        print(f"[prebuild] {what}: ready after {time.monotonic() - began:.0f}s "
+              f"({children_cpu() - cpu:.0f}s of CPU)", flush=True)
     print(f"[prebuild] everything ready in {time.monotonic() - started:.0f}s (pid {os.getpid()})", flush=True)
 
 
