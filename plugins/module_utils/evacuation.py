@@ -29,17 +29,10 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import
     is_status,
     unless_forbidden,
 )
-from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
-    GROUP,
-    VERSION,
-    VMIMS,
-    is_final,
-    phase,
-)
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import VMIMS, is_final, phase
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.migration import (
     CANCELLING,
     VmiMigrator,
-    cancel_vmim,
     judge_in_flight,
     not_live_migratable,
     not_running,
@@ -90,9 +83,9 @@ class MigrationBatch:
     create(job) -> the created VMIM; it raises KubeVirtError or ApiException when the VMIM cannot be created.
     """
 
-    def __init__(self, custom, label_selector, limit, per_node, timeout, namespace=None, stop_on_failure=False,
-                 watch_factory=None, sleep=time.sleep, clock=time.monotonic, watch_all=False):
-        self.custom = custom
+    def __init__(self, cluster, label_selector, limit, per_node, timeout, namespace=None, stop_on_failure=False,
+                 sleep=time.sleep, clock=time.monotonic, watch_all=False):
+        self.cluster = cluster
         self.label_selector = label_selector
         self.limit = max(1, int(limit))
         self.per_node = max(1, int(per_node))
@@ -100,13 +93,9 @@ class MigrationBatch:
         self.namespace = namespace
         self.stop_on_failure = stop_on_failure
         self.clock = clock
-        if namespace:
-            call, args = custom.list_namespaced_custom_object, (GROUP, VERSION, namespace, VMIMS)
-        else:
-            call, args = custom.list_cluster_custom_object, (GROUP, VERSION, VMIMS)
         self.watch_all = watch_all
-        self.watch = ResumableWatch(call, args, {} if watch_all else {"label_selector": label_selector},
-                                    watch_factory, sleep)
+        self.watch = ResumableWatch(cluster, VMIMS, namespace, {} if watch_all else {"label_selector": label_selector},
+                                    sleep)
         self.peak = 0
         self.stopped = False      # stop_on_failure tripped
         self._inflight = {}
@@ -130,9 +119,9 @@ class MigrationBatch:
 
     def _relist(self):
         """LIST the run's VMIMs: settle the in-flight ones that ended meanwhile; the resourceVersion to watch from."""
-        result = self.watch.list_call(*self.watch.list_args, **self.watch.selector)
+        resource_version, items = self.cluster.snapshot_kubevirt(VMIMS, self.namespace, **self.watch.selector)
         seen = {}
-        for item in result.get("items") or []:
+        for item in items:
             meta = item.get("metadata") or {}
             seen[(meta.get("namespace"), meta.get("name"))] = item
         for key in list(self._inflight):
@@ -141,7 +130,7 @@ class MigrationBatch:
                 self._finish(key, None, "Deleted")
             else:
                 self._observe(key, item)
-        return (result.get("metadata") or {}).get("resourceVersion"), None
+        return resource_version, None
 
     def _observe(self, key, obj):
         job = self._inflight.get(key)
@@ -212,7 +201,7 @@ class MigrationBatch:
                                                     "was left running" % (self.timeout, origin(job["vmim"])))
             elif now >= job["deadline"]:
                 try:
-                    cancel_vmim(self.custom, key[0], key[1])
+                    self.cluster.delete_vmim(key[0], key[1])
                     error = "did not finish within %ss; the VMIM was deleted (KubeVirt aborts the migration)" \
                         % self.timeout
                 except ApiException as exc:
@@ -324,8 +313,8 @@ class Evacuation:
         if problems:
             raise KubeVirtError("; ".join(problems))
 
-    def __init__(self, reader, params, check_mode=False, diff=False):
-        self.reader = reader
+    def __init__(self, cluster, params, check_mode=False, diff=False):
+        self.cluster = cluster
         self.check_mode = check_mode
         self.p = dict(params)
         self.p["added_node_selector"] = self.p["added_node_selector"] or {}
@@ -333,7 +322,7 @@ class Evacuation:
         self.p["placement"] = self.p.get("placement") or "scheduler"
         self.p["allow_partial"] = bool(self.p.get("allow_partial"))
         self.warnings = []
-        self.m = VmiMigrator(reader, self.warn)
+        self.m = VmiMigrator(cluster, self.warn)
         self.run_id = uuid.uuid4().hex[:12]
         self.result = dict(changed=False, vmis=[], cordoned=False, node_checks="not run", kubevirt={}, plan=None,
                            summary=dict(selected=0, to_migrate=0, migrated=0, failed=0, not_started=0, adopted=0,
@@ -357,7 +346,7 @@ class Evacuation:
         checked here; cordon=true then fails in cordon_needed, the node checks warn)."""
         wanted = [("node", self.p["node"], "node")] if self.p["node"] else []
         wanted.extend(("node", name, "target_nodes") for name in self.p["target_nodes"])
-        missing = missing_names(self.reader, wanted)[0]
+        missing = missing_names(self.cluster, wanted)[0]
         if missing:
             self.fail("; ".join("node '%s' does not exist" % name if option == "node" else
                                 "target node '%s' (%s) does not exist" % (name, option)
@@ -371,14 +360,14 @@ class Evacuation:
         node = self.p["node"]
         chosen = []
         try:
-            vmis = self.reader.list_vmis(self.p["namespace"], self.p["label_selector"])
+            vmis = self.cluster.list_vmis(self.p["namespace"], self.p["label_selector"])
         except ApiException as exc:
             if is_status(exc, 400) and self.p["label_selector"]:
                 self.fail("label_selector '%s' is not a label selector: %s"
                           % (self.p["label_selector"], api_error_message(exc)))
             raise
         if not vmis and self.p["namespace"] and \
-                missing_names(self.reader, [("namespace", self.p["namespace"], "namespace")])[0]:
+                missing_names(self.cluster, [("namespace", self.p["namespace"], "namespace")])[0]:
             self.fail("namespace '%s' does not exist" % self.p["namespace"])
         for vmi in vmis:
             if phase(vmi) in ("Succeeded", "Failed") or (vmi.get("metadata") or {}).get("deletionTimestamp"):
@@ -541,7 +530,7 @@ class Evacuation:
         def unreadable(why):
             if self.p["cordon"]:
                 self.fail("cordon=true needs to read and patch node %s: %s" % (node, why))
-        found = unless_forbidden(lambda: self.reader.node(node), unreadable, default=_UNREADABLE)
+        found = unless_forbidden(lambda: self.cluster.node(node), unreadable, default=_UNREADABLE)
         if found is None:
             self.fail("node '%s' does not exist" % node)
         return self.p["cordon"] and not (found.get("spec") or {}).get("unschedulable")
@@ -585,7 +574,7 @@ class Evacuation:
         for vmi in to_move:
             ns = vmi["metadata"]["namespace"]
             if ns not in vmims_by_ns:
-                vmims_by_ns[ns] = self.reader.list_vmims(ns)
+                vmims_by_ns[ns] = self.cluster.list_vmims(ns)
             try:
                 entry, adopted, fits = self.preflight(vmi, selector, vmims_by_ns[ns])
             except KubeVirtError as exc:
@@ -622,7 +611,7 @@ class Evacuation:
                 job["entry"]["status"] = "not_started"
             return self.verdict(hint)
         if cordon:
-            self.reader.patch_node(self.p["node"], {"spec": {"unschedulable": True}})
+            self.cluster.patch_node(self.p["node"], {"spec": {"unschedulable": True}})
             self.result["cordoned"] = True
             self.result["changed"] = True
         if jobs:
@@ -641,7 +630,7 @@ class Evacuation:
         except KubeVirtError:
             if not self.watch_all:
                 raise
-            found = self.judge(job["namespace"], job["name"], self.reader.list_vmims(job["namespace"], job["name"]),
+            found = self.judge(job["namespace"], job["name"], self.cluster.list_vmims(job["namespace"], job["name"]),
                                self.selector())
             if found is None or not found.follows:
                 raise
@@ -662,11 +651,11 @@ class Evacuation:
         self.watch_all = any(job.get("adopted") or job.get("evacuating") for job in jobs)
         if any(job.get("adopted") for job in jobs):
             self.result["changed"] = True
-        batch = MigrationBatch(self.reader.custom, "%s=%s" % (RUN_LABEL, self.run_id), limit,
+        batch = MigrationBatch(self.cluster, "%s=%s" % (RUN_LABEL, self.run_id), limit,
                                self.m.caps.parallel_outbound_per_node, self.p["wait_timeout"],
                                namespace=namespaces.pop() if len(namespaces) == 1 else None,
-                               stop_on_failure=self.p["stop_on_failure"], watch_factory=self.m.watch_factory,
-                               sleep=self.m.sleep, clock=self.m.clock, watch_all=self.watch_all)
+                               stop_on_failure=self.p["stop_on_failure"], sleep=self.m.sleep, clock=self.m.clock,
+                               watch_all=self.watch_all)
         batch.run(jobs, self.create)
         summary = self.result["summary"]
         summary["peak_in_flight"] = batch.peak
@@ -714,7 +703,7 @@ class Evacuation:
         if not wrong and selector:
             labels = self.node_labels(landed)
             if labels is None:
-                labels = unless_forbidden(lambda: ((self.reader.node(landed) or {}).get("metadata") or {}).get(
+                labels = unless_forbidden(lambda: ((self.cluster.node(landed) or {}).get("metadata") or {}).get(
                     "labels") or {}, lambda why: None, default=None)
             if labels is None:
                 self.warn("VirtualMachineInstance %s/%s: cannot read node %s, where the migration this run adopted "

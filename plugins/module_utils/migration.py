@@ -35,7 +35,6 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import
     KubeVirtError,
     api_error_message,
     is_forbidden,
-    is_status,
     unless_forbidden,
 )
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
@@ -46,7 +45,6 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
     VERSION,
     VMIMS,
     VMIS,
-    VMS,
     added_node_selector_minimum,
     being_cancelled,
     condition,
@@ -91,21 +89,6 @@ def vmim_manifest(vmi_name, added_node_selector=None, unschedulable_timeout=None
         spec["addedNodeSelector"] = dict(added_node_selector)
     return {"apiVersion": "%s/%s" % (GROUP, VERSION), "kind": "VirtualMachineInstanceMigration",
             "metadata": metadata, "spec": spec}
-
-
-def create_vmim(custom, namespace, body):
-    return custom.create_namespaced_custom_object(GROUP, VERSION, namespace, VMIMS, body)
-
-
-def cancel_vmim(custom, namespace, name):
-    """Delete the VMIM: KubeVirt cancels (or aborts) the migration before its finalizer goes. False if gone."""
-    try:
-        custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, VMIMS, name)
-    except ApiException as exc:
-        if is_status(exc, 404):
-            return False
-        raise
-    return True
 
 
 def selector_of(vmim):
@@ -169,7 +152,7 @@ def summarize(vmim):
     }
 
 
-def failure_reason(vmim, reader=None, vmi=None):
+def failure_reason(vmim, cluster=None, vmi=None):
     """migrationState.failureReason (the VMIM's, else the VMI's for this migration: KubeVirt copies it to the VMIM
     late), else the VMIM's latest Warning events (KubeVirt puts target-pod scheduling failures only there), else
     the abort status."""
@@ -180,10 +163,10 @@ def failure_reason(vmim, reader=None, vmi=None):
         state = vmi_state
     if state.get("failureReason"):
         return state["failureReason"]
-    if reader is not None and vmim:
+    if cluster is not None and vmim:
         meta = vmim.get("metadata") or {}
         try:
-            events = reader.events_for(meta.get("namespace"), "VirtualMachineInstanceMigration",
+            events = cluster.events_for(meta.get("namespace"), "VirtualMachineInstanceMigration",
                                        meta.get("name"), meta.get("uid"))
         except ApiException as exc:
             if not is_forbidden(exc):
@@ -329,13 +312,11 @@ def selector_conflict(vmi, selector):
 
 
 class VmiMigrator:
-    """The single migration of one VMI, bound to a ClusterReader and the caller's warnings."""
+    """The single migration of one VMI, bound to the cluster object (cluster.py) and the caller's warnings."""
 
-    def __init__(self, reader, warn, watch_factory=None, sleep=time.sleep, clock=time.monotonic):
-        self.reader = reader
-        self.custom = reader.custom
+    def __init__(self, cluster, warn, sleep=time.sleep, clock=time.monotonic):
+        self.cluster = cluster
         self.warn = warn
-        self.watch_factory = watch_factory
         self.sleep = sleep
         self.clock = clock
         self.caps = None
@@ -348,7 +329,7 @@ class VmiMigrator:
 
     def detect(self):
         """What this KubeVirt can do (kubevirt.detect_capabilities), its warnings passed on."""
-        self.caps = detect_capabilities(self.reader)
+        self.caps = detect_capabilities(self.cluster)
         for warning in self.caps.warnings:
             self.warn(warning)
         return self.caps
@@ -369,10 +350,10 @@ class VmiMigrator:
             self.warn("cannot list nodes (%s): the node checks are skipped; the scheduler still enforces the "
                       "selector, and an unschedulable target fails the migration after its timeout" % why)
         self._placement = None
-        self.nodes = unless_forbidden(self.reader.nodes, nodes_unreadable)
+        self.nodes = unless_forbidden(self.cluster.nodes, nodes_unreadable)
         if self.nodes is None:
             return False
-        self.pods = unless_forbidden(self.reader.active_pods, lambda why: self.warn(
+        self.pods = unless_forbidden(self.cluster.active_pods, lambda why: self.warn(
             "cannot list pods (%s): free resources are not checked" % why))
         self.node_checks = "done" if self.pods is not None else "done without the resource check"
         return True
@@ -418,7 +399,7 @@ class VmiMigrator:
         body = vmim_manifest(vmi_name, selector if in_spec else None, unschedulable_timeout, labels=labels)
         body["metadata"].setdefault("annotations", {})[SELECTOR_ANNOTATION] = json.dumps(selector, sort_keys=True)
         try:
-            return create_vmim(self.custom, namespace, body)
+            return self.cluster.create_vmim(namespace, body)
         except ApiException as exc:
             raise KubeVirtError("KubeVirt refused the migration of %s/%s: %s"
                                 % (namespace, vmi_name, api_error_message(exc)))
@@ -435,11 +416,10 @@ class VmiMigrator:
                             "deleted. %s" % (meta["name"], stored, added_node_selector_minimum(), advice))
 
     def cancel(self, namespace, name):
-        return cancel_vmim(self.custom, namespace, name)
+        return self.cluster.delete_vmim(namespace, name)
 
     def watcher(self, namespace, name, plural=VMIMS):
-        return ObjectWatcher(self.custom, namespace, name, plural=plural, watch_factory=self.watch_factory,
-                             sleep=self.sleep, clock=self.clock)
+        return ObjectWatcher(self.cluster, namespace, name, plural=plural, sleep=self.sleep, clock=self.clock)
 
     # --- the result ---------------------------------------------------------------------------------------------
 
@@ -451,10 +431,10 @@ class VmiMigrator:
         VMIM turned final, so the VMI's migrationState fills what the VMIM does not carry yet (migration_nodes).
         """
         meta = vmim.get("metadata") or {}
-        final = self.reader.get_vmim(meta.get("namespace"), meta.get("name")) or vmim
+        final = self.cluster.get_vmim(meta.get("namespace"), meta.get("name")) or vmim
         vmi = None
         if vmi_readable:
-            vmi = unless_forbidden(lambda: self.reader.get_vmi(meta.get("namespace"),
+            vmi = unless_forbidden(lambda: self.cluster.get_vmi(meta.get("namespace"),
                                                                (final.get("spec") or {}).get("vmiName")),
                                    lambda why: None)
         source, target = migration_nodes(final, vmi)
@@ -464,7 +444,7 @@ class VmiMigrator:
         out = {"migration": summary, "phase": phase(final), "duration_seconds": duration_seconds(final),
                "source_node": source, "target_node": None, "failure_reason": None}
         if phase(final) == "Failed":
-            out["failure_reason"] = failure_reason(final, self.reader, vmi) or unknown_failure
+            out["failure_reason"] = failure_reason(final, self.cluster, vmi) or unknown_failure
             return out
         out["target_node"] = ((vmi or {}).get("status") or {}).get("nodeName") or target
         return out
@@ -508,15 +488,14 @@ class Migration:
         if problems:
             raise KubeVirtError("; ".join(problems))
 
-    def __init__(self, reader, params, check_mode=False, diff=False):
+    def __init__(self, cluster, params, check_mode=False, diff=False):
         self.p = params
         self.check_mode = check_mode
         self.ns = params["namespace"]
         self.name = params["name"]
-        self.reader = reader
-        self.custom = reader.custom
+        self.cluster = cluster
         self.warnings = []
-        self.m = VmiMigrator(reader, self.warn)
+        self.m = VmiMigrator(cluster, self.warn)
         self.result = dict(changed=False, migration=None, attached=False, adopted=False, adopted_migration=None,
                            source_node=None, target_node=None, duration_seconds=None, candidates=[], rejected=[],
                            node_checks="not run", failure_reason=None, strategy=None, kubevirt={})
@@ -542,7 +521,7 @@ class Migration:
         """Before anything else: the node target_node names exists (not checked when the user may not read it;
         the node checks then warn)."""
         target = self.p["target_node"]
-        if target and missing_names(self.reader, [("node", target, "target_node")])[0]:
+        if target and missing_names(self.cluster, [("node", target, "target_node")])[0]:
             self.fail("no node can take VirtualMachineInstance %s/%s: target node '%s' does not exist"
                       % (self.ns, self.name, target))
 
@@ -551,9 +530,9 @@ class Migration:
             self.vmi_readable = False
             self.warn("cannot read VirtualMachineInstance %s/%s (%s): the VMI checks are skipped; KubeVirt's "
                       "admission still refuses a VMI that is not migratable" % (self.ns, self.name, why))
-        vmi = unless_forbidden(lambda: self.reader.get_vmi(self.ns, self.name), unreadable)
+        vmi = unless_forbidden(lambda: self.cluster.get_vmi(self.ns, self.name), unreadable)
         if vmi is None and self.vmi_readable:
-            if missing_names(self.reader, [("namespace", self.ns, "namespace")])[0]:
+            if missing_names(self.cluster, [("namespace", self.ns, "namespace")])[0]:
                 self.fail("namespace '%s' does not exist" % self.ns)
             self.fail("VirtualMachineInstance %s/%s not found (is the VM running?)" % (self.ns, self.name))
         return vmi
@@ -565,7 +544,7 @@ class Migration:
         the hand-off to the target KubeVirt fails the migration at once, while Running it aborts it, and in
         between (PreparingTarget, TargetReady) the migration goes on and may still succeed; the VMIM goes only
         once the migration has ended. With wait, the result says how it ended."""
-        unfinished = [m for m in self.reader.list_vmims(self.ns, self.name) if not is_final(m)]
+        unfinished = [m for m in self.cluster.list_vmims(self.ns, self.name) if not is_final(m)]
         if not unfinished:
             return
         vmim = unfinished[-1]
@@ -598,7 +577,7 @@ class Migration:
 
     def abort_state(self, vmim):
         """', abort <status>' from the VMI's migrationState for this VMIM, when KubeVirt reported one."""
-        vmi = unless_forbidden(lambda: self.reader.get_vmi(self.ns, self.name), lambda why: None) \
+        vmi = unless_forbidden(lambda: self.cluster.get_vmi(self.ns, self.name), lambda why: None) \
             if self.vmi_readable else None
         state = migration_state(vmi)
         if state.get("migrationUid") != ((vmim or {}).get("metadata") or {}).get("uid"):
@@ -616,8 +595,8 @@ class Migration:
             self.warn("KubeVirt did not cancel migration %s/%s: it had already been handed to the target node and "
                       "finished; the VMI runs on %s" % (self.ns, last["metadata"]["name"], out["target_node"]))
         elif phase(last) == "Failed":
-            self.result["failure_reason"] = failure_reason(last, self.reader, unless_forbidden(
-                lambda: self.reader.get_vmi(self.ns, self.name), lambda why: None) if self.vmi_readable else None) \
+            self.result["failure_reason"] = failure_reason(last, self.cluster, unless_forbidden(
+                lambda: self.cluster.get_vmi(self.ns, self.name), lambda why: None) if self.vmi_readable else None) \
                 or "cancelled"
 
     # --- state=present ------------------------------------------------------------------------------------------
@@ -630,11 +609,11 @@ class Migration:
             self.refuse_if(not_running(vmi))
             self.result["source_node"] = (vmi.get("status") or {}).get("nodeName")
 
-        vmims = self.reader.list_vmims(self.ns, self.name)
+        vmims = self.cluster.list_vmims(self.ns, self.name)
         cancelling = being_cancelled(vmims)
         if cancelling:
             self.wait_cancelled(cancelling)
-            vmims = self.reader.list_vmims(self.ns, self.name)
+            vmims = self.cluster.list_vmims(self.ns, self.name)
             vmi = self.vmi = self.read_vmi() if self.vmi_readable else None
             if vmi is not None:
                 self.result["source_node"] = (vmi.get("status") or {}).get("nodeName")
@@ -745,7 +724,7 @@ class Migration:
             if not hostname_only:
                 self.warn("cannot read node %s (%s): cannot tell whether the VMI is already on a matching node"
                           % (name, why))
-        node = unless_forbidden(lambda: self.reader.node(name), unreadable, default=_UNREADABLE)
+        node = unless_forbidden(lambda: self.cluster.node(name), unreadable, default=_UNREADABLE)
         if node is _UNREADABLE:
             # Node names are hostnames on every distribution this targets.
             return hostname_only and selector[node_fit.HOSTNAME_LABEL] == name
@@ -827,8 +806,8 @@ class Migration:
 
     # --- strategy vm_node_selector ------------------------------------------------------------------------------
 
-    def _patch_selector(self, plural, path, current, desired):
-        """JSON merge patch that turns the map at `path` from `current` into exactly `desired` (None removes it)."""
+    def _patch_selector(self, path, current, desired):
+        """Patch the VM so that the map at `path` turns from `current` into exactly `desired` (None removes it)."""
         if desired is None:
             value = None
         else:
@@ -839,13 +818,13 @@ class Migration:
         body = value
         for part in reversed(path):
             body = {part: body}
-        return self.custom.patch_namespaced_custom_object(GROUP, VERSION, self.ns, plural, self.name, body)
+        return self.cluster.patch_vm(self.ns, self.name, body)
 
     def migrate_through_vm(self, selector):
         """KubeVirt older than 1.6 has no addedNodeSelector: put the selector in the VM's template, let KubeVirt
         carry it to the running VMI (it does so only under vmRolloutStrategy LiveUpdate; KubeVirt refuses anyone
         but its own service accounts a change of the VMI's spec), migrate, and restore the VM on every exit."""
-        vm = self.reader.get_vm(self.ns, self.name)
+        vm = self.cluster.get_vm(self.ns, self.name)
         if vm is None:
             self.fail("strategy=vm_node_selector needs the VirtualMachine %s/%s that owns the VMI; there is none"
                       % (self.ns, self.name))
@@ -863,7 +842,7 @@ class Migration:
         try:
             for sig in previous:
                 signal.signal(sig, _on_signal)
-            self._patch_selector(VMS, path, original, merged)
+            self._patch_selector(path, original, merged)
             vm_patched = True
             self.result["changed"] = True
             if not self.vmi_follows(lambda have: all(have.get(k) == v for k, v in selector.items())):
@@ -879,7 +858,7 @@ class Migration:
                 if not done and vmim is not None:
                     self.cancel_if_unpinned(vmim)
                 if vm_patched:
-                    self._patch_selector(VMS, path, merged, original)
+                    self._patch_selector(path, merged, original)
                     record["restored"] = True
                     if not self.vmi_follows(lambda have: have == (original or {})):
                         self.warn("the VM's nodeSelector is restored, but its running VMI has not taken it back "
@@ -919,7 +898,7 @@ class Migration:
 
     def cancel_if_unpinned(self, vmim):
         """Before the target pod exists, restoring the selector would let the migration go anywhere: cancel it."""
-        current = self.reader.get_vmim(self.ns, vmim["metadata"]["name"])
+        current = self.cluster.get_vmim(self.ns, vmim["metadata"]["name"])
         if current is not None and phase(current) in (None, "", "Pending"):
             self.m.cancel(self.ns, vmim["metadata"]["name"])
             self.warn("cancelled VMIM %s before restoring the VM's nodeSelector: its target pod did not exist yet"

@@ -237,12 +237,12 @@ class Rebalance:
         if problems:
             raise KubeVirtError("; ".join(problems))
 
-    def __init__(self, reader, params, check_mode=False, diff=False):
-        self.reader = reader
+    def __init__(self, cluster, params, check_mode=False, diff=False):
+        self.cluster = cluster
         self.check_mode = check_mode
         self.p = dict(params)
         self.warnings = []
-        self.m = VmiMigrator(reader, self.warn)
+        self.m = VmiMigrator(cluster, self.warn)
         self.run_id = uuid.uuid4().hex[:12]
         self.now = lambda: datetime.datetime.now(datetime.timezone.utc)
         self.result = dict(changed=False, objective=self.p["objective"], plan=[], skipped_vms=[], fingerprint=None,
@@ -265,7 +265,7 @@ class Rebalance:
     def check_names(self):
         wanted = [("namespace", name, "namespaces") for name in self.p["namespaces"] or []]
         wanted.extend(("node", name, "nodes") for name in self.p["nodes"] or [])
-        missing = missing_names(self.reader, wanted)[0]
+        missing = missing_names(self.cluster, wanted)[0]
         if missing:
             self.fail("; ".join("%s '%s' (%s) does not exist" % (kind, name, option)
                                 for kind, name, option in missing))
@@ -299,7 +299,7 @@ class Rebalance:
 
     def list_vmis(self, namespace):
         try:
-            return self.reader.list_vmis(namespace, self.p["label_selector"])
+            return self.cluster.list_vmis(namespace, self.p["label_selector"])
         except ApiException as exc:
             if is_status(exc, 400) and self.p["label_selector"]:
                 self.fail("label_selector '%s' is not a label selector: %s"
@@ -328,7 +328,7 @@ class Rebalance:
         """Running VMIs per node, in every namespace (out of scope included: they load the node too)."""
         everything = None
         if self.p["namespaces"] or self.p["label_selector"]:
-            everything = unless_forbidden(lambda: self.reader.list_vmis(None), lambda why: self.warn(
+            everything = unless_forbidden(lambda: self.cluster.list_vmis(None), lambda why: self.warn(
                 "cannot list VMIs in all namespaces (%s): the load of each node counts only the VMs in scope" % why))
         counts = {}
         for vmi in (selected if everything is None else everything):
@@ -345,7 +345,7 @@ class Rebalance:
         def forbidden(why):
             self.fail("objective=usage without the usage option reads metrics.k8s.io, which this user may not "
                       "(%s); pass usage (a Prometheus result or a mapping), or grant nodes in metrics.k8s.io" % why)
-        items = unless_forbidden(self.reader.node_metrics, forbidden)
+        items = unless_forbidden(self.cluster.node_metrics, forbidden)
         if items is None:
             self.fail("objective=usage without the usage option reads metrics.k8s.io, which this cluster does not "
                       "serve (no metrics-server?); pass usage: a Prometheus vector result or a mapping of node to "
@@ -393,11 +393,11 @@ class Rebalance:
         """Each VMI in scope as plan.rebalance_plan takes it (evacuation.plan_input, the one fit's target pod)."""
         vmims = {}
         for namespace in self.namespaces():
-            for vmim in self.reader.list_vmims(namespace):
+            for vmim in self.cluster.list_vmims(namespace):
                 vmims.setdefault(vmim["metadata"]["namespace"], []).append(vmim)
         vms = {}
         for namespace in self.namespaces():
-            found = unless_forbidden(lambda ns=namespace: self.reader.list_vms(ns), lambda why: self.warn(
+            found = unless_forbidden(lambda ns=namespace: self.cluster.list_vms(ns), lambda why: self.warn(
                 "cannot list VMs (%s): only the VMIs' own %s annotations are read" % (why, OPT_OUT_ANNOTATION)),
                 default=[])
             for vm in found:
@@ -514,10 +514,10 @@ class Rebalance:
         jobs = [dict(namespace=m["namespace"], name=m["name"], source_node=m["source"], move=m,
                      entry=entries[plan.vm_key(m)], item=self.items[plan.vm_key(m)]) for m in runs]
         namespaces = set(job["namespace"] for job in jobs)
-        batch = MigrationBatch(self.reader.custom, self.result["summary"]["run_label"], limit,
+        batch = MigrationBatch(self.cluster, self.result["summary"]["run_label"], limit,
                                self.m.caps.parallel_outbound_per_node, self.p["wait_timeout"],
                                namespace=namespaces.pop() if len(namespaces) == 1 else None,
-                               watch_factory=self.m.watch_factory, sleep=self.m.sleep, clock=self.m.clock)
+                               sleep=self.m.sleep, clock=self.m.clock)
         batch.run(jobs, self.create)
         summary = self.result["summary"]
         summary["peak_in_flight"] = batch.peak
@@ -536,7 +536,7 @@ class Rebalance:
         migrations to it whose target pod is not bound yet."""
         move, item = job["move"], job["item"]
         ns, name = move["namespace"], move["name"]
-        vmi = self.reader.get_vmi(ns, name)
+        vmi = self.cluster.get_vmi(ns, name)
         if vmi is None:
             return "the VMI is gone"
         if vmi["metadata"].get("uid") != self.vmis[plan.vm_key(move)]["metadata"].get("uid"):
@@ -547,19 +547,19 @@ class Rebalance:
         problem = not_running(vmi) or not_live_migratable(vmi)
         if problem:
             return problem
-        vm = unless_forbidden(lambda: self.reader.get_vm(ns, name), lambda why: None)
+        vm = unless_forbidden(lambda: self.cluster.get_vm(ns, name), lambda why: None)
         if opted_out(vmi, vm):
             return "opted out of rebalancing (%s: \"false\")" % OPT_OUT_ANNOTATION
         since = seconds_since_migration(vmi, self.now())
         if since is not None and self.p["cooldown"] and since < self.p["cooldown"]:
             return "cooldown: migrated %ds ago, cooldown %ds" % (int(since), int(self.p["cooldown"]))
-        problem = unfinished_migration(self.reader.list_vmims(ns, name), name)
+        problem = unfinished_migration(self.cluster.list_vmims(ns, name), name)
         if problem:
             return problem
-        target = self.reader.node(move["target"])
+        target = self.cluster.node(move["target"])
         if target is None:
             return "target node %s is gone" % move["target"]
-        bound = self.reader.active_pods(node=move["target"])
+        bound = self.cluster.active_pods(node=move["target"])
         placement = plan.Placement([target], bound)
         on_target = set(((p.get("metadata") or {}).get("labels") or {}).get(CREATED_BY_LABEL) for p in bound)
         for other in self.flying:

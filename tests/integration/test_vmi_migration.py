@@ -343,8 +343,9 @@ def test_wait_survives_watch_disconnects(kv, api_client, namespace, wait):
     with the right result. Injected at the client level: restarting the shared API server would disturb
     other users of the local control plane."""
     from urllib3.exceptions import ProtocolError
-    from kubernetes import watch
+    from kubernetes import dynamic, watch
 
+    from ansible_collections.vmsched.kubevirt.plugins.module_utils.cluster import Cluster
     from ansible_collections.vmsched.kubevirt.plugins.module_utils.watch import ObjectWatcher
 
     start_vm(kv, namespace, "vm", wait, annotations={"sim.vmsched.kubevirt.io/migration-seconds": "2"})
@@ -360,7 +361,7 @@ def test_wait_survives_watch_disconnects(kv, api_client, namespace, wait):
                 if n == 0:
                     raise ProtocolError("Connection broken: injected")
 
-    watcher = ObjectWatcher(client.CustomObjectsApi(api_client), namespace, "m", watch_factory=Flaky)
+    watcher = ObjectWatcher(Cluster(dynamic.DynamicClient(api_client), watch_factory=Flaky), namespace, "m")
     final = watcher.wait(120)
     assert final["status"]["phase"] == "Succeeded"
     assert watcher.reconnects >= 1 and Flaky.streams >= 2

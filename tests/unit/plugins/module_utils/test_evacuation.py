@@ -248,13 +248,13 @@ def test_kubevirts_evacuation_starting_after_the_preflight_is_adopted():
     """A VMI whose pod was evicted (virt-api marked it) before KubeVirt created its VMIM: the run's create is
     refused (another migration in flight), and the run adopts KubeVirt's instead."""
     fake = cluster([evacuated(v) for v in on_n1("a")])
-    create = fake.custom.create_namespaced_custom_object
+    create = fake.create_vmim
 
-    def kubevirt_first(group, version, namespace, plural, body):
-        if plural == VMIMS and not fake.vmims():
+    def kubevirt_first(namespace, body):
+        if not fake.vmims():
             fake.put(VMIMS, evacuation_vmim("a"))
-        return create(group, version, namespace, plural, body)
-    fake.custom.create_namespaced_custom_object = kubevirt_first
+        return create(namespace, body)
+    fake.create_vmim = kubevirt_first
     engine = run(fake, node="n1")
     [entry] = engine.result["vmis"]
     assert (entry["status"], entry["adopted"], entry["migration"]["name"]) == \

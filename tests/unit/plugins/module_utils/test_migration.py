@@ -13,6 +13,7 @@ import json
 import pytest
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils import migration as m
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import VMS
 
 from .kubevirt_fakes import (
     FakeCluster,
@@ -383,12 +384,12 @@ def test_a_dropped_added_node_selector_deletes_the_vmim_at_once():
 
 def test_vm_node_selector_goes_through_the_vm_and_restores_it():
     fake = cluster(cr=kubevirt_cr("v1.5.3", rollout="LiveUpdate"))
-    fake.objects[(m.VMS, "ns", "web")]["spec"]["template"]["spec"]["nodeSelector"] = {"keep": "me"}
+    fake.objects[(VMS, "ns", "web")]["spec"]["template"]["spec"]["nodeSelector"] = {"keep": "me"}
     engine = run(fake, target_node="n2", strategy="vm_node_selector")
     assert engine.result["target_node"] == "n2" and engine.result["strategy"] == "vm_node_selector"
     assert engine.result["vm_node_selector"] == {"original": {"keep": "me"}, "restored": True,
                                                  "vmi_patched_directly": False}
-    assert fake.objects[(m.VMS, "ns", "web")]["spec"]["template"]["spec"]["nodeSelector"] == {"keep": "me"}
+    assert fake.objects[(VMS, "ns", "web")]["spec"]["template"]["spec"]["nodeSelector"] == {"keep": "me"}
     [created] = fake.vmims()
     assert "addedNodeSelector" not in created["spec"]
     assert m.selector_of(created) == {"kubernetes.io/hostname": "n2"}
@@ -404,11 +405,11 @@ def test_vm_node_selector_goes_through_the_vm_and_restores_it():
 def test_vm_node_selector_refuses_before_any_write_when_kubevirt_would_not_carry_it(cr, condition, expected):
     fake = cluster(cr=cr)
     if condition:
-        fake.objects[(m.VMS, "ns", "web")]["status"] = {"conditions": [condition]}
-    before = copy.deepcopy(fake.objects[(m.VMS, "ns", "web")])
+        fake.objects[(VMS, "ns", "web")]["status"] = {"conditions": [condition]}
+    before = copy.deepcopy(fake.objects[(VMS, "ns", "web")])
     _engine, message = failing(fake, target_node="n2", strategy="vm_node_selector")
     assert expected in message and "Nothing was changed" in message
-    assert fake.objects[(m.VMS, "ns", "web")] == before and fake.vmims() == []
+    assert fake.objects[(VMS, "ns", "web")] == before and fake.vmims() == []
 
 
 # --- creating, waiting, the result ---------------------------------------------------------------------------------
