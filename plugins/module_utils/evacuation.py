@@ -3,7 +3,7 @@
 """Evacuations: many VMIs migrated with bounded concurrency (vmi_evacuation's engine).
 
 Private to this collection. Each VMI is migrated as vmi_migration migrates one (VmiMigrator in
-migration.py: the same checks before any write, the same VMIM, the same result); this module
+migration.py: the same checks before any write, VmiMigrator.preflight, the same VMIM, the same result); this module
 adds which VMIs (selection, and those already in place), in what order, where (target_nodes
 spread, or with placement=planned the drain plan's node), how many at once (KubeVirt's limits,
 MigrationBatch), cordoning, and the summary. Before any write, the drain plan (plan.drain_plan,
@@ -31,13 +31,9 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import
 )
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import VMIMS, is_final, phase
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.migration import (
-    CANCELLING,
     VmiMigrator,
     judge_in_flight,
-    not_live_migratable,
-    not_running,
     origin,
-    selector_conflict,
     selector_of,
     summarize,
     wanted_text,
@@ -56,10 +52,6 @@ _UNREADABLE = object()
 
 class BatchError(KubeVirtError):
     """A job that could not start (the create callback raises it, or any KubeVirtError, with a message for the user)."""
-
-
-class NoFit(KubeVirtError):
-    """The preflight's verdict that no node can take a VMI even alone: the drain plan cannot place it either."""
 
 
 class MigrationBatch:
@@ -406,7 +398,7 @@ class Evacuation:
         self.result["vmis"].append(entry)
         return entry
 
-    # --- preflight of one VMI -----------------------------------------------------------------------------
+    # --- migrations in flight ---------------------------------------------------------------------------
 
     def judge(self, namespace, name, vmims, selector):
         """A migration of the VMI in flight, judged against this run (migration.judge_in_flight): the run wants it
@@ -416,40 +408,6 @@ class Evacuation:
     def adopt(self, entry, found):
         """Follow `found` (a migration in flight that goes where this run wants) as the VMI's migration."""
         entry.update(adopted=True, migration=summarize(found.vmim), added_node_selector=selector_of(found.vmim))
-
-    def preflight(self, vmi, selector, vmims):
-        """(the VMI's entry, the migration in flight it adopts or None when the run is to create one, the nodes that
-        can take it alone: None when the nodes are unreadable), or KubeVirtError with the reason it cannot move
-        (NoFit when no node can take it). Where it goes is decided after the drain plan (target)."""
-        entry = self.entry(vmi)
-        problem = not_running(vmi)
-        if problem:
-            raise KubeVirtError(problem)
-        # virt-api refuses another migration while one has not ended, a cancelled one included
-        found = self.judge(entry["namespace"], entry["name"], vmims, selector)
-        if found is not None:
-            if not found.follows:
-                raise KubeVirtError(found.message + ("; wait for it, or cancel it with vmsched.kubevirt.vmi_migration "
-                                                     "and state=absent" if found.verdict != CANCELLING else ""))
-            self.adopt(entry, found)
-            return entry, found.vmim, None
-        problem = not_live_migratable(vmi) or selector_conflict(vmi, selector)
-        if problem:
-            raise KubeVirtError(problem)
-        if self.m.nodes is None:
-            return entry, None, None
-        targets = self.p["target_nodes"]
-        results = self.m.fit(vmi, selector)[0]
-        fits = node_fit.candidates(results)
-        if targets:
-            fits = [n for n in fits if n in targets]
-        entry["candidates"] = fits
-        if not fits:
-            if targets:
-                results = [r for r in results if r["name"] in targets] or results
-            nearest = node_fit.explain_rejections(results) or "none of target_nodes exists"
-            raise NoFit("no node can take it. Nearest nodes: %s" % nearest)
-        return entry, None, fits
 
     def target(self, job, selector, planned_target):
         """The selector of a job's VMIM: added_node_selector, with placement=planned the node the drain plan chose
@@ -575,19 +533,24 @@ class Evacuation:
             ns = vmi["metadata"]["namespace"]
             if ns not in vmims_by_ns:
                 vmims_by_ns[ns] = self.cluster.list_vmims(ns)
-            try:
-                entry, adopted, fits = self.preflight(vmi, selector, vmims_by_ns[ns])
-            except KubeVirtError as exc:
-                entry = self.entry(vmi)
+            # The one preflight (VmiMigrator.preflight): a migration in flight that goes where this run wants is
+            # adopted; where the others go is decided after the drain plan (target).
+            entry = self.entry(vmi)
+            checked = self.m.preflight(ns, entry["name"], vmi, selector, vmims_by_ns[ns], self.p["target_nodes"],
+                                       self.p["node"])
+            if checked.candidates is not None:
+                entry["candidates"] = checked.candidates
+            if checked.problem:
                 entry["status"] = "failed"
-                entry["failure_reason"] = str(exc)
-                if items is not None:
-                    items.append(self.plan_input(vmi, selector, None if isinstance(exc, NoFit) else str(exc)))
+                entry["failure_reason"] = checked.problem
+                if items is not None:       # no node takes it alone: the drain plan cannot place it either
+                    items.append(self.plan_input(vmi, selector, None if checked.no_fit else checked.problem))
                 continue
-            job = dict(namespace=ns, name=entry["name"], source_node=entry["source_node"], entry=entry, fits=fits,
-                       evacuating=bool((vmi.get("status") or {}).get("evacuationNodeName")))
-            if adopted is not None:
-                job.update(adopted=True, vmim=adopted)
+            job = dict(namespace=ns, name=entry["name"], source_node=entry["source_node"], entry=entry,
+                       fits=checked.candidates, evacuating=bool((vmi.get("status") or {}).get("evacuationNodeName")))
+            if checked.in_flight is not None:
+                self.adopt(entry, checked.in_flight)
+                job.update(adopted=True, vmim=checked.in_flight.vmim)
             elif items is not None:
                 items.append(self.plan_input(vmi, selector))
             jobs.append(job)

@@ -1,23 +1,25 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""One VMI's live migration, as vmi_migration and vmi_evacuation both do it.
+"""One VMI's live migration, as vmi_migration, vmi_evacuation and vm_rebalance all do it.
 
 Private to this collection.
 
-- VmiMigrator is the single migration both modules use: the checks before any write (what
-  KubeVirt would refuse: a VMI not Running or not LiveMigratable; a selector the VMI's own
-  nodeSelector overrides; which nodes could take the target pod, node_fit.py), the VMIM
-  carrying the selector annotation (selector_of reads it back) and, with addedNodeSelector,
-  the check that the API server kept it, the wait (watch.py), cancelling, and the result of a
-  migration that ended.
+- VmiMigrator is the single migration the three modules use: the one preflight before any write
+  (VmiMigrator.preflight, one set of messages: what KubeVirt would refuse, a VMI not Running, a
+  migration of it in flight, a VMI not LiveMigratable, a selector the VMI's own nodeSelector
+  overrides; and which nodes could take the target pod, through the one fit, plan.Placement over
+  node_fit.py), the VMIM carrying the selector annotation (selector_of reads it back) and, with
+  addedNodeSelector, the check that the API server kept it, the wait (watch.py), cancelling, and
+  the result of a migration that ended.
 - judge_in_flight is the one judgement of a migration already in flight (KubeVirt's own evacuation
   after a drain or the descheduler, another user's, an earlier run's) against what a job wants:
   follow it (its own selector is the job's, or it has none: then where it landed is checked after
-  it ended), fail (it goes elsewhere), or wait (it is being cancelled). Both modules use it.
+  it ended), fail (it goes elsewhere), or wait (it is being cancelled). The preflight makes it.
 - Migration is vmi_migration's engine on top of it: following a migration in flight,
   idempotency, the strategies (spec.addedNodeSelector, or the VM's nodeSelector on KubeVirt
   older than 1.6), state=absent.
-- The evacuation (evacuation.py) adds selection, ordering, concurrency limits and the summary.
+- The evacuation (evacuation.py) adds selection, ordering, concurrency limits and the summary;
+  the rebalance (rebalance.py) the plan and its moves, each checked again before it starts.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -230,12 +232,13 @@ def wanted_text(selector, hosts=None, avoid=None):
 
 
 class InFlight:
-    """judge_in_flight's answer: `verdict` (ADOPT, ATTACH, CONFLICT, CANCELLING), the VMIM, and for CONFLICT and
-    CANCELLING the message that says why the VMI cannot be migrated now."""
+    """judge_in_flight's answer: `verdict` (ADOPT, ATTACH, CONFLICT, CANCELLING), the VMIM, what it is in words
+    (`description`), and for CONFLICT and CANCELLING the message that says why the VMI cannot be migrated now."""
 
-    def __init__(self, verdict, vmim, message=None):
+    def __init__(self, verdict, vmim, description, message=None):
         self.verdict = verdict
         self.vmim = vmim
+        self.description = description
         self.message = message
 
     @property
@@ -263,23 +266,26 @@ def judge_in_flight(vmims, namespace, vmi_name, selector, hosts=None, avoid=None
     flying = in_flight(mine)
     if not flying:
         last = mine[-1]
-        return InFlight(CANCELLING, last, "migration %s of %s/%s is being cancelled (phase %s), and KubeVirt refuses "
-                                          "another migration of the VMI until it has ended"
-                        % (last["metadata"]["name"], namespace, vmi_name, phase(last) or "none yet"))
+        cancelling = ("migration %s of %s/%s is being cancelled (phase %s), and KubeVirt refuses another migration "
+                      "of the VMI until it has ended"
+                      % (last["metadata"]["name"], namespace, vmi_name, phase(last) or "none yet"))
+        return InFlight(CANCELLING, last, cancelling, cancelling)
     vmim = flying[-1]
     theirs = selector_of(vmim)
+    description = "another migration of %s/%s is in flight: VMIM %s (phase %s%s), %s" % (
+        namespace, vmi_name, vmim["metadata"]["name"], phase(vmim) or "none yet",
+        ", selector %s" % theirs if theirs else "", origin(vmim))
     if not theirs:
-        return InFlight(ADOPT, vmim)
+        return InFlight(ADOPT, vmim, description)
     if goes_where_wanted(theirs, selector, hosts, avoid):
-        return InFlight(ATTACH, vmim)
-    return InFlight(CONFLICT, vmim, "another migration of %s/%s is in flight: VMIM %s (phase %s, selector %s), %s; "
-                                    "it goes elsewhere than this job wants (%s)"
-                    % (namespace, vmi_name, vmim["metadata"]["name"], phase(vmim) or "none yet", theirs,
-                       origin(vmim), wanted_text(selector, hosts, avoid)))
+        return InFlight(ATTACH, vmim, description)
+    return InFlight(CONFLICT, vmim, description, "%s; it goes elsewhere than this job wants (%s)"
+                    % (description, wanted_text(selector, hosts, avoid)))
 
 
 # --- what KubeVirt would refuse ---------------------------------------------------------------------------------
-# Each returns None when all is well, else the reason, worded to follow "VirtualMachineInstance ns/name is".
+# Each returns None when all is well, else the reason (not_running's and not_live_migratable's worded to follow
+# "VirtualMachineInstance ns/name is"). VmiMigrator.preflight makes these checks; nothing else calls them.
 
 
 def not_running(vmi):
@@ -309,6 +315,52 @@ def selector_conflict(vmi, selector):
             "requested %s would be ignored"
             % (", ".join("%s=%s" % (k, v[0]) for k, v in sorted(conflicts.items())),
                ", ".join("%s=%s" % (k, v[1]) for k, v in sorted(conflicts.items()))))
+
+
+def no_fit(who, results, selector, hosts=None, avoid=None):
+    """Why no node can take a VMI's target pod, naming it `who` ("it" in a list of VMIs), from `results` as
+    plan.Placement.fit gives them: when the selector names the node (kubernetes.io/hostname), why that node cannot;
+    else where the job wants it (wanted_text) and the nearest nodes with their reasons (of `hosts` when given)."""
+    host = (selector or {}).get(node_fit.HOSTNAME_LABEL)
+    target = next((r for r in results if r["name"] == host), None) if host else None
+    if target is not None:
+        return "target node %s cannot take %s now: %s" % (host, who, "; ".join(target["reasons"]))
+    shown = [r for r in results if r["name"] in hosts] or results if hosts else results
+    nearest = node_fit.explain_rejections(shown) or ("none of %s exists" % ", ".join(hosts) if hosts else "")
+    return "no node can take %s where this job wants it (%s). Nearest nodes: %s" % (
+        who, wanted_text(selector, hosts, avoid), nearest)
+
+
+# What a job may do about a migration in flight that goes elsewhere than it wants.
+CONFLICT_ADVICE = ("wait for it, cancel it with vmsched.kubevirt.vmi_migration and state=absent, or ask for its "
+                   "selector to attach to it")
+
+
+class Verdict:
+    """What VmiMigrator.preflight found for one VMI.
+
+    problem: why it cannot go where the job wants it now, worded for a list of VMIs (the VMI named beside it), or
+    None; message: the same as a sentence that names the VMI. no_fit: the problem is that no node can take its
+    target pod (a drain plan still judges it with the others). in_flight: judge_in_flight's answer, a migration the
+    job follows when in_flight.follows. in_place: the caller's in_place said the VMI needs no migration (nothing was
+    checked after that). results: every node with its reasons, candidates first, and candidates: the nodes that
+    can take it (of `hosts` when given), both None when the nodes were not judged; resources_checked: whether free
+    resources were (they need the VMI's launcher pod)."""
+
+    def __init__(self):
+        self.problem = None
+        self.message = None
+        self.no_fit = False
+        self.in_flight = None
+        self.in_place = False
+        self.results = None
+        self.candidates = None
+        self.resources_checked = False
+
+    def refuse(self, problem, message=None):
+        self.problem = problem
+        self.message = message or problem
+        return self
 
 
 class VmiMigrator:
@@ -380,16 +432,77 @@ class VmiMigrator:
             self._placement = plan.Placement(self.nodes, self.pods)
         return self._placement
 
-    def fit(self, vmi, selector):
+    def fit(self, vmi, selector, placement=None):
         """(every node with the reasons it cannot take the VMI's target pod, candidates first; whether free
         resources were checked, which needs the VMI's launcher pod). read_nodes() first.
 
-        The VMI alone, against the pods bound now: plan.Placement with nothing planned, the one fit a drain plan
-        uses too (there it counts the VMIs the plan placed before)."""
+        By default the VMI alone, against the pods bound now: plan.Placement with nothing planned, the one fit a
+        drain plan uses too (there it counts the VMIs the plan placed before); or `placement`, which may count
+        migrations planned or started onto its nodes."""
         source = ((vmi or {}).get("status") or {}).get("nodeName")
         constraints, requests = self.constraints_and_requests(vmi, selector)
-        results = self.placement().fit(constraints, requests, source, selector)
+        results = (placement or self.placement()).fit(constraints, requests, source, selector)
         return results, requests is not None
+
+    def preflight(self, namespace, name, vmi, selector, vmims, hosts=None, avoid=None, follow=True, in_place=None,
+                  nodes=True, placement=None):
+        """The one preflight of a VMI's migration, which vmi_migration, vmi_evacuation and vm_rebalance all make
+        before any write: a Verdict, with one set of messages. The checks, in this order, up to the first problem:
+
+        1. the VMI is Running (not_running);
+        2. no other migration of it is in flight (judge_in_flight over `vmims`, against a job that wants it on a
+           node matching `selector`, on one of `hosts` if given, off `avoid`): with `follow`, one that goes where
+           the job wants is the job's to follow (the preflight ends there) and any other is the problem; without
+           `follow` any is;
+        3. in_place(vmi), when given: true ends the preflight there, the VMI needing no migration;
+        4. it is live-migratable (not_live_migratable);
+        5. `selector` asks for no key the VMI's own nodeSelector sets otherwise (selector_conflict);
+        6. with `nodes`, a node can take its target pod: the one fit (fit(): by default the nodes and pods that
+           read_nodes() read, first thing here if not done yet, with nothing planned; else `placement`), the
+           candidates only those of `hosts` when given. Skipped when the user may not list nodes (read_nodes warns).
+
+        `vmi` None (the user may not read it, `namespace`/`name`) skips every check but 2."""
+        verdict = Verdict()
+        who = "VirtualMachineInstance %s/%s" % (namespace, name)
+        if vmi is not None:
+            problem = not_running(vmi)
+            if problem:
+                return verdict.refuse(problem, "%s is %s" % (who, problem))
+        found = verdict.in_flight = judge_in_flight(vmims, namespace, name, selector, hosts, avoid)
+        if found is not None:
+            if not follow:
+                return verdict.refuse(found.description)
+            if not found.follows:
+                return verdict.refuse(found.message if found.verdict == CANCELLING else
+                                      "%s; %s" % (found.message, CONFLICT_ADVICE))
+            return verdict
+        if vmi is None:
+            return verdict
+        if in_place is not None and in_place(vmi):
+            verdict.in_place = True
+            return verdict
+        problem = not_live_migratable(vmi)
+        if problem:
+            return verdict.refuse(problem, "%s is %s" % (who, problem))
+        problem = selector_conflict(vmi, selector)
+        if problem:
+            return verdict.refuse(problem)
+        if not nodes:
+            return verdict
+        if self.caps is None:
+            self.detect()
+        if placement is None:
+            if self.node_checks == "not run":       # read_nodes() not called yet
+                self.read_nodes()
+            if self.nodes is None:
+                return verdict
+        verdict.results, verdict.resources_checked = self.fit(vmi, selector, placement)
+        verdict.candidates = [n for n in node_fit.candidates(verdict.results) if not hosts or n in hosts]
+        if not verdict.candidates:
+            verdict.no_fit = True
+            return verdict.refuse(no_fit("it", verdict.results, selector, hosts, avoid),
+                                  no_fit(who, verdict.results, selector, hosts, avoid))
+        return verdict
 
     # --- writing ------------------------------------------------------------------------------------------------
 
@@ -606,7 +719,6 @@ class Migration:
         self.check_target_node()
         vmi = self.vmi = self.read_vmi()
         if vmi is not None:
-            self.refuse_if(not_running(vmi))
             self.result["source_node"] = (vmi.get("status") or {}).get("nodeName")
 
         vmims = self.cluster.list_vmims(self.ns, self.name)
@@ -614,17 +726,18 @@ class Migration:
         if cancelling:
             self.wait_cancelled(cancelling)
             vmims = self.cluster.list_vmims(self.ns, self.name)
+            if self.check_mode:     # warned about: a real run waits for them to end
+                names = set(m["metadata"]["name"] for m in cancelling)
+                vmims = [m for m in vmims if m["metadata"]["name"] not in names]
             vmi = self.vmi = self.read_vmi() if self.vmi_readable else None
             if vmi is not None:
                 self.result["source_node"] = (vmi.get("status") or {}).get("nodeName")
 
-        # A migration in flight (KubeVirt's evacuation, someone else's, an earlier run's): follow it when it goes
-        # where this job wants (judge_in_flight); one being cancelled was waited for above (check mode: warned).
-        moved_elsewhere = False
-        found = judge_in_flight(vmims, self.ns, self.name, selector)
-        if found is not None and found.verdict == CONFLICT:
-            self.fail("%s; wait for it, cancel it with state=absent, or ask for its selector to attach to it"
-                      % found.message)
+        # The one preflight. A migration in flight that goes where this job wants (KubeVirt's evacuation, someone
+        # else's, an earlier run's) is followed; a VMI already on a matching node needs no migration (idempotency).
+        checked = self.m.preflight(self.ns, self.name, vmi, selector, vmims,
+                                   in_place=lambda _vmi: bool(selector) and self.already_there(selector))
+        found = checked.in_flight
         if found is not None and found.follows:
             self.result["attached"] = True
             self.result["adopted"] = found.verdict == ADOPT
@@ -638,26 +751,20 @@ class Migration:
             if found.verdict == ATTACH or self.landed_as_wanted(found.vmim, selector):
                 return None
             vmi = self.vmi = self.read_vmi() if self.vmi_readable else None
-            if vmi is not None:
-                self.refuse_if(not_running(vmi))
             if self.remaining() <= 0:
                 self.fail("wait_timeout (%ss) was spent following migration %s/%s; nothing else was done"
                           % (self.p["wait_timeout"], self.ns, found.name))
-            moved_elsewhere = True
+            # Judged again where the VMI runs now. The migration followed has ended; it is not on a matching node.
+            checked = self.m.preflight(self.ns, self.name, vmi, selector, [])
 
-        # Idempotency: already where it should be.
-        if selector and vmi is not None and not moved_elsewhere and self.already_there(selector):
+        if checked.in_place:
             self.result["target_node"] = self.result["source_node"]
             self.result["node_checks"] = "not needed: the VMI already runs on a matching node"
             return None
-
-        if vmi is not None:
-            self.refuse_if(not_live_migratable(vmi))
+        self.record_node_checks(vmi, selector, checked)
+        if checked.problem:
+            self.fail(checked.message)
         strategy = self.result["strategy"] = self.resolve_strategy(selector)
-        if vmi is not None:
-            self.preflight_nodes(vmi, selector)
-        elif selector:
-            self.result["node_checks"] = "skipped: the VMI cannot be read"
 
         if self.check_mode:
             self.result["changed"] = True
@@ -706,10 +813,6 @@ class Migration:
         for vmim in cancelling:
             self.wait_gone(vmim, "after its cancel was requested")
 
-    def refuse_if(self, problem):
-        if problem:
-            self.fail("VirtualMachineInstance %s/%s is %s" % (self.ns, self.name, problem))
-
     def already_there(self, selector):
         return self.on_matching_node(self.result["source_node"], selector)
 
@@ -732,7 +835,7 @@ class Migration:
 
     def resolve_strategy(self, selector):
         wanted = self.p["strategy"]
-        caps = self.m.detect()
+        caps = self.m.caps or self.m.detect()
         self.result["kubevirt"] = caps.as_dict()
         if not selector or wanted == "vm_node_selector":
             return wanted if wanted != "auto" else "added_node_selector"
@@ -749,20 +852,18 @@ class Migration:
                       "deleted at once if the API server dropped the field")
         return "added_node_selector"
 
-    def preflight_nodes(self, vmi, selector):
-        problem = selector_conflict(vmi, selector)
-        if problem:
-            self.fail(problem)
-        if not self.m.read_nodes():
-            self.result["node_checks"] = self.m.node_checks
-            return
-        results, resources_checked = self.m.fit(vmi, selector)
-        self.result["candidates"] = node_fit.candidates(results)
-        self.result["rejected"] = [{"name": r["name"], "reasons": r["reasons"]} for r in results if not r["fits"]]
-        self.result["node_checks"] = "done" if resources_checked else "done without the resource check"
-        if not self.result["candidates"]:
-            self.fail("no node can take VirtualMachineInstance %s/%s with selector %s. Nearest nodes: %s"
-                      % (self.ns, self.name, selector or "{}", node_fit.explain_rejections(results)))
+    def record_node_checks(self, vmi, selector, checked):
+        """What the preflight's node checks came to (node_checks, candidates, rejected), when it got to them."""
+        if vmi is None:
+            if selector and not checked.problem:
+                self.result["node_checks"] = "skipped: the VMI cannot be read"
+        elif checked.results is not None:
+            self.result["candidates"] = checked.candidates
+            self.result["rejected"] = [{"name": r["name"], "reasons": r["reasons"]} for r in checked.results
+                                       if not r["fits"]]
+            self.result["node_checks"] = "done" if checked.resources_checked else "done without the resource check"
+        elif self.m.node_checks != "not run":
+            self.result["node_checks"] = self.m.node_checks      # skipped: the nodes cannot be listed
 
     # --- writing ------------------------------------------------------------------------------------------------
 

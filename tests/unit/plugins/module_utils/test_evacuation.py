@@ -210,7 +210,7 @@ def test_a_migration_with_a_selector_of_its_own_is_adopted_only_when_it_goes_whe
     assert other["failure_reason"] == (
         "another migration of ns/other is in flight: VMIM m-other (phase Running, selector {'zone': 'c'}), created "
         "by someone else; it goes elsewhere than this job wants (off node n1, selector {'zone': 'b'}); wait for it, "
-        "or cancel it with vmsched.kubevirt.vmi_migration and state=absent")
+        "cancel it with vmsched.kubevirt.vmi_migration and state=absent, or ask for its selector to attach to it")
     assert msg.startswith("1 of 3 VMI(s) could not be moved: ns/other: another migration")
     assert [w for w in fake.writes if w[0] == "create"] == []
     # With target_nodes, a hostname among them is where the run wants it; another is not.

@@ -180,7 +180,7 @@ def test_vms_that_may_not_move_are_skipped_with_the_reason():
         "n1-01": "not live-migratable: DisksNotLiveMigratable: PVC is not shared",
         "n1-02": "cooldown: migrated 600s ago, cooldown 3600s",
         "n1-04": "opted out of rebalancing",
-        "n1-05": "a migration of it has not ended: VMIM theirs (phase Scheduling)"}
+        "n1-05": "another migration of ns/n1-05 is in flight: VMIM theirs (phase Scheduling), created by someone else"}
     assert "n1-02" in [m["name"] for m in ran(fake, check_mode=True, cooldown=0).result["plan"]]
 
 
