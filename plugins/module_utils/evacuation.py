@@ -23,6 +23,7 @@ import uuid
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils import node_fit, plan
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import (
+    UNREADABLE,
     ApiException,
     KubeVirtError,
     api_error_message,
@@ -33,6 +34,7 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import V
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.migration import (
     VmiMigrator,
     judge_in_flight,
+    requested_selector,
     origin,
     selector_of,
     summarize,
@@ -47,7 +49,6 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.watch import (
 )
 
 RUN_LABEL = "vmsched.kubevirt.io/evacuation-run"
-_UNREADABLE = object()
 
 
 class BatchError(KubeVirtError):
@@ -277,15 +278,6 @@ def plan_input(migrator, vmi, selector, not_migratable=None):
     return item
 
 
-def requested_selector(params):
-    """The selector vmi_evacuation's added_node_selector asks for (values as strings); KubeVirtError when
-    target_nodes contradicts it."""
-    selector = dict((k, str(v)) for k, v in (params["added_node_selector"] or {}).items())
-    if params["target_nodes"] and node_fit.HOSTNAME_LABEL in selector:
-        raise KubeVirtError("target_nodes and %s in added_node_selector exclude each other" % node_fit.HOSTNAME_LABEL)
-    return selector
-
-
 class Evacuation:
     """vmi_evacuation: every selected VMI off a node, or onto matching nodes (see module_runner.py)."""
 
@@ -329,9 +321,6 @@ class Evacuation:
 
     def warn(self, msg):
         self.warnings.append(msg)
-
-    def selector(self):
-        return requested_selector(self.p)
 
     def check_nodes(self):
         """Before anything else: the nodes node and target_nodes name exist (those the user may not read are not
@@ -488,13 +477,13 @@ class Evacuation:
         def unreadable(why):
             if self.p["cordon"]:
                 self.fail("cordon=true needs to read and patch node %s: %s" % (node, why))
-        found = unless_forbidden(lambda: self.cluster.node(node), unreadable, default=_UNREADABLE)
+        found = unless_forbidden(lambda: self.cluster.node(node), unreadable, default=UNREADABLE)
         if found is None:
             self.fail("node '%s' does not exist" % node)
         return self.p["cordon"] and not (found.get("spec") or {}).get("unschedulable")
 
     def run(self):
-        selector = self.selector()
+        selector = requested_selector(self.p)
         self.check_nodes()
         caps = self.m.detect()
         self.result["kubevirt"] = caps.as_dict()
@@ -594,7 +583,7 @@ class Evacuation:
             if not self.watch_all:
                 raise
             found = self.judge(job["namespace"], job["name"], self.cluster.list_vmims(job["namespace"], job["name"]),
-                               self.selector())
+                               requested_selector(self.p))
             if found is None or not found.follows:
                 raise
             self.adopt(entry, found)
@@ -660,7 +649,7 @@ class Evacuation:
         """After an adopted migration (which may have had no selector of its own) succeeded: a warning when the VMI
         landed where this run does not want it (on `node`, off target_nodes, not matching added_node_selector)."""
         landed = entry["target_node"]
-        selector = self.selector()
+        selector = requested_selector(self.p)
         targets = self.p["target_nodes"]
         wrong = landed is None or landed == self.p["node"] or (targets and landed not in targets)
         if not wrong and selector:

@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import (
+    UNREADABLE,
     ApiException,
     unless_forbidden,
 )
@@ -140,13 +141,10 @@ class Capabilities:
         }
 
 
-_UNREADABLE = object()
-
-
 def _read_kubevirt_cr(cluster, warn, consequence):
-    """The KubeVirt CR, None when there is none, _UNREADABLE (after a warning) when the user may not read it."""
+    """The KubeVirt CR, None when there is none, UNREADABLE (after a warning) when the user may not read it."""
     return unless_forbidden(cluster.kubevirt_cr, lambda why: warn("cannot read the KubeVirt CR (%s)%s" % (why, consequence)),
-                            default=_UNREADABLE)
+                            default=UNREADABLE)
 
 
 def detect_capabilities(cluster):
@@ -162,7 +160,7 @@ def detect_capabilities(cluster):
                                                     "assumed to be the defaults")
     if cr is None:
         warnings.append("no KubeVirt CR found; is KubeVirt deployed?")
-    elif cr is not _UNREADABLE:
+    elif cr is not UNREADABLE:
         configuration = (cr.get("spec") or {}).get("configuration") or {}
         migrations = configuration.get("migrations") or {}
         node_selectors = (configuration.get("developerConfiguration") or {}).get("nodeSelectors")
@@ -281,7 +279,7 @@ def live_migratable(vmi):
 def read_kubevirt_cr(cluster, warn, consequence):
     """The KubeVirt CR, or None when there is none or the user may not read it (warned, with the consequence)."""
     cr = _read_kubevirt_cr(cluster, warn, consequence)
-    return None if cr is _UNREADABLE else cr
+    return None if cr is UNREADABLE else cr
 
 
 def live_updated_fields(cr):

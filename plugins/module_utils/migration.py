@@ -33,6 +33,7 @@ import time
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils import node_fit, plan, target_pod
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import (
+    UNREADABLE,
     ApiException,
     KubeVirtError,
     api_error_message,
@@ -64,7 +65,6 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.watch import Obje
 SELECTOR_ANNOTATION = "vmsched.kubevirt.io/node-selector"
 EVACUATION_ANNOTATION = "kubevirt.io/evacuationMigration"   # on KubeVirt's own evacuation VMIMs: the node
 PROPAGATION_SECONDS = 30
-_UNREADABLE = object()
 
 
 class Interrupted(KubeVirtError):
@@ -567,10 +567,13 @@ class VmiMigrator:
 
 
 def requested_selector(params):
-    """The selector vmi_migration's options ask for (added_node_selector, values as strings, and target_node as
-    kubernetes.io/hostname); KubeVirtError when they contradict each other."""
-    selector = dict((k, str(v)) for k, v in (params["added_node_selector"] or {}).items())
-    target = params["target_node"]
+    """The selector a job's options ask for: added_node_selector (values as strings), with vmi_migration's
+    target_node as kubernetes.io/hostname; KubeVirtError when they contradict each other (target_node another
+    hostname; vmi_evacuation's target_nodes beside a hostname)."""
+    selector = dict((k, str(v)) for k, v in (params.get("added_node_selector") or {}).items())
+    if params.get("target_nodes") and node_fit.HOSTNAME_LABEL in selector:
+        raise KubeVirtError("target_nodes and %s in added_node_selector exclude each other" % node_fit.HOSTNAME_LABEL)
+    target = params.get("target_node")
     if target:
         have = selector.get(node_fit.HOSTNAME_LABEL)
         if have is not None and have != target:
@@ -626,9 +629,6 @@ class Migration:
         if self.p["state"] == "absent":
             return self.absent()
         return self.present()
-
-    def selector(self):
-        return requested_selector(self.p)
 
     def check_target_node(self):
         """Before anything else: the node target_node names exists (not checked when the user may not read it;
@@ -715,7 +715,7 @@ class Migration:
     # --- state=present ------------------------------------------------------------------------------------------
 
     def present(self):
-        selector = self.selector()
+        selector = requested_selector(self.p)
         self.check_target_node()
         vmi = self.vmi = self.read_vmi()
         if vmi is not None:
@@ -827,8 +827,8 @@ class Migration:
             if not hostname_only:
                 self.warn("cannot read node %s (%s): cannot tell whether the VMI is already on a matching node"
                           % (name, why))
-        node = unless_forbidden(lambda: self.cluster.node(name), unreadable, default=_UNREADABLE)
-        if node is _UNREADABLE:
+        node = unless_forbidden(lambda: self.cluster.node(name), unreadable, default=UNREADABLE)
+        if node is UNREADABLE:
             # Node names are hostnames on every distribution this targets.
             return hostname_only and selector[node_fit.HOSTNAME_LABEL] == name
         return node_fit.matches_selector(((node or {}).get("metadata") or {}).get("labels"), selector)
