@@ -15,6 +15,7 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import KubeVirtError
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.cluster import Cluster
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import VMIMS, VMIS, VMS, in_flight
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -105,9 +106,11 @@ def vmim(rv, phase=None, name="mig"):
     return obj
 
 
-class FakeCluster:
-    """The cluster. `forbidden`: reader methods answering 403. `prune_added_node_selector`: an API server that
-    drops spec.addedNodeSelector (KubeVirt older than 1.6). `fail`: VMI name -> failureReason (None: the
+class FakeCluster(Cluster):
+    """The cluster object with the API server in memory: get_vm, get_vmi and get_vmim are the real ones, over the
+    fake's get_kubevirt; any other call the fake does not make fails (the real object's clients are absent).
+    `forbidden`: the methods answering 403 (get_<plural> for get_kubevirt). `prune_added_node_selector`: an API
+    server that drops spec.addedNodeSelector (KubeVirt older than 1.6). `fail`: VMI name -> failureReason (None: the
     reason only in a Warning event). `stuck`: VMI names whose migrations never end. `land_on`: the target
     node of a migration without a hostname in its selector. `namespaces`: the namespaces that exist (None: any).
     `metrics`: metrics.k8s.io's NodeMetrics items (None: the API is not served)."""
@@ -161,15 +164,6 @@ class FakeCluster:
         self._check("get_" + plural)
         obj = self.objects.get((plural, namespace, name))
         return copy.deepcopy(obj) if obj else None
-
-    def get_vm(self, namespace, name):
-        return self.get_kubevirt(VMS, namespace, name)
-
-    def get_vmi(self, namespace, name):
-        return self.get_kubevirt(VMIS, namespace, name)
-
-    def get_vmim(self, namespace, name):
-        return self.get_kubevirt(VMIMS, namespace, name)
 
     def snapshot_kubevirt(self, plural, namespace=None, label_selector=None, field_selector=None):
         items = self.items(plural, namespace)
