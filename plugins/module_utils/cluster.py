@@ -137,8 +137,7 @@ class Cluster:
                                timeout_seconds=window, _request_timeout=(10, window + 15),
                                **self._selectors(label_selector, field_selector))
         try:
-            for event in events:
-                yield event
+            yield from events
         finally:
             stream.stop()
             close = getattr(events, "close", None)

@@ -157,7 +157,7 @@ def detect_capabilities(cluster):
     """
     warnings = []
     cr = _read_kubevirt_cr(cluster, warnings.append, "; KubeVirt's version is unknown and the migration limits are "
-                                                    "assumed to be the defaults")
+                                                     "assumed to be the defaults")
     if cr is None:
         warnings.append("no KubeVirt CR found; is KubeVirt deployed?")
     elif cr is not UNREADABLE:

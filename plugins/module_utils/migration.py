@@ -169,7 +169,7 @@ def failure_reason(vmim, cluster=None, vmi=None):
         meta = vmim.get("metadata") or {}
         try:
             events = cluster.events_for(meta.get("namespace"), "VirtualMachineInstanceMigration",
-                                       meta.get("name"), meta.get("uid"))
+                                        meta.get("name"), meta.get("uid"))
         except ApiException as exc:
             if not is_forbidden(exc):
                 return "failed; events unreadable: %s" % api_error_message(exc)
@@ -548,7 +548,7 @@ class VmiMigrator:
         vmi = None
         if vmi_readable:
             vmi = unless_forbidden(lambda: self.cluster.get_vmi(meta.get("namespace"),
-                                                               (final.get("spec") or {}).get("vmiName")),
+                                                                (final.get("spec") or {}).get("vmiName")),
                                    lambda why: None)
         source, target = migration_nodes(final, vmi)
         summary = summarize(final)

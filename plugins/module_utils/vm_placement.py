@@ -412,7 +412,7 @@ class Placement:
             missing = sorted(wanted - set(vm["metadata"]["name"] for vm in vms))
         changing = [vm for vm in vms if plan(vm, self.params)[0] is not None]
         cr = read_kubevirt_cr(self.cluster, self.warnings.append, ": assuming every change needs a restart and "
-                                                                 "KubeVirt's default evictionStrategy (None)")
+                                                                  "KubeVirt's default evictionStrategy (None)")
         live = live_updated_fields(cr)
         vmis = {}
         if changing:

@@ -131,8 +131,8 @@ class ObjectsInfo:
         results = []
         for query in self.queries:
             found = self.cluster.objects(query["api_version"], query["kind"], namespace=query.get("namespace"),
-                                        name=query.get("name"),
-                                        label_selector=",".join(query.get("label_selectors") or []) or None)
+                                         name=query.get("name"),
+                                         label_selector=",".join(query.get("label_selectors") or []) or None)
             for obj in found or []:
                 for path in query.get("hidden_fields") or []:
                     hide(obj, path.split("."))

@@ -253,11 +253,11 @@ class FakeCluster(Cluster):
                 vmi_obj["spec"]["nodeSelector"] = dict(obj["spec"]["template"]["spec"]["nodeSelector"])
         return copy.deepcopy(self.put(VMS, obj))
 
-    def patch_node(self, name, body):
+    def patch_node(self, name, patch):
         self.writes.append(("patch", "nodes", name))
         for item in self._nodes:
             if item["metadata"]["name"] == name:
-                item.update(apply(item, body))
+                item.update(apply(item, patch))
 
     # --- KubeVirt's part ------------------------------------------------------------------------------------
 
