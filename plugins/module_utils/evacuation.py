@@ -3,7 +3,7 @@
 """Evacuations: many VMIs migrated with bounded concurrency (vmi_evacuation's engine).
 
 Private to this collection. Each VMI is migrated as vmi_migration migrates one (VmiMigrator in
-migration.py: the same checks before any write, VmiMigrator.preflight, the same VMIM, the same result); this module
+migration.py: the same checks before any write, its preflight, the same VMIM, the same result); this module
 adds which VMIs (selection, and those already in place), in what order, where (target_nodes
 spread, or with placement=planned the drain plan's node), how many at once (KubeVirt's limits,
 MigrationBatch), cordoning, and the summary. Before any write, the drain plan (plan.drain_plan,
@@ -34,8 +34,8 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import V
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.migration import (
     VmiMigrator,
     judge_in_flight,
-    requested_selector,
     origin,
+    requested_selector,
     selector_of,
     summarize,
     wanted_text,
@@ -532,7 +532,7 @@ class Evacuation:
             if checked.problem:
                 entry["status"] = "failed"
                 entry["failure_reason"] = checked.problem
-                if items is not None:       # no node takes it alone: the drain plan cannot place it either
+                if items is not None:       # one no node takes is the plan's to judge (it lists it unplaceable)
                     items.append(self.plan_input(vmi, selector, None if checked.no_fit else checked.problem))
                 continue
             job = dict(namespace=ns, name=entry["name"], source_node=entry["source_node"], entry=entry,
