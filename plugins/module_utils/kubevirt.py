@@ -143,7 +143,8 @@ class Capabilities:
 
 def _read_kubevirt_cr(cluster, warn, consequence):
     """The KubeVirt CR, None when there is none, UNREADABLE (after a warning) when the user may not read it."""
-    return unless_forbidden(cluster.kubevirt_cr, lambda why: warn("cannot read the KubeVirt CR (%s)%s" % (why, consequence)),
+    return unless_forbidden(cluster.kubevirt_cr,
+                            lambda why: warn("cannot read the KubeVirt CR (%s)%s" % (why, consequence)),
                             default=UNREADABLE)
 
 

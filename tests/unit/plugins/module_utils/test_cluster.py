@@ -140,8 +140,8 @@ def test_the_source_pod_is_the_launcher_on_the_vmis_node():
 
 
 class Dynamic:
-    """The DynamicClient's request as the cluster object calls it: GET of a path, answered from `answers` (path -> items,
-    or an ApiException to raise)."""
+    """The DynamicClient's request as the cluster object calls it: GET of a path, answered from `answers` (path ->
+    items, or an ApiException to raise)."""
 
     def __init__(self, answers):
         self.answers = answers
