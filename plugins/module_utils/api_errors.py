@@ -31,6 +31,8 @@ except ImportError:  # the kubernetes client needs urllib3: AnsibleK8SModule's r
     TRANSPORT_ERRORS = ()
 
 FORBIDDEN = (401, 403)
+# What unless_forbidden is given as its default where None means "there is none": the user may not read it.
+UNREADABLE = object()
 
 
 class KubeVirtError(Exception):

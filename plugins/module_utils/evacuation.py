@@ -3,7 +3,7 @@
 """Evacuations: many VMIs migrated with bounded concurrency (vmi_evacuation's engine).
 
 Private to this collection. Each VMI is migrated as vmi_migration migrates one (VmiMigrator in
-migration.py: the same checks before any write, the same VMIM, the same result); this module
+migration.py: the same checks before any write, its preflight, the same VMIM, the same result); this module
 adds which VMIs (selection, and those already in place), in what order, where (target_nodes
 spread, or with placement=planned the drain plan's node), how many at once (KubeVirt's limits,
 MigrationBatch), cordoning, and the summary. Before any write, the drain plan (plan.drain_plan,
@@ -23,28 +23,19 @@ import uuid
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils import node_fit, plan
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import (
+    UNREADABLE,
     ApiException,
     KubeVirtError,
     api_error_message,
     is_status,
     unless_forbidden,
 )
-from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
-    GROUP,
-    VERSION,
-    VMIMS,
-    is_final,
-    phase,
-)
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import VMIMS, is_final, phase
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.migration import (
-    CANCELLING,
     VmiMigrator,
-    cancel_vmim,
     judge_in_flight,
-    not_live_migratable,
-    not_running,
     origin,
-    selector_conflict,
+    requested_selector,
     selector_of,
     summarize,
     wanted_text,
@@ -58,15 +49,10 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.watch import (
 )
 
 RUN_LABEL = "vmsched.kubevirt.io/evacuation-run"
-_UNREADABLE = object()
 
 
 class BatchError(KubeVirtError):
     """A job that could not start (the create callback raises it, or any KubeVirtError, with a message for the user)."""
-
-
-class NoFit(KubeVirtError):
-    """The preflight's verdict that no node can take a VMI even alone: the drain plan cannot place it either."""
 
 
 class MigrationBatch:
@@ -90,9 +76,9 @@ class MigrationBatch:
     create(job) -> the created VMIM; it raises KubeVirtError or ApiException when the VMIM cannot be created.
     """
 
-    def __init__(self, custom, label_selector, limit, per_node, timeout, namespace=None, stop_on_failure=False,
-                 watch_factory=None, sleep=time.sleep, clock=time.monotonic, watch_all=False):
-        self.custom = custom
+    def __init__(self, cluster, label_selector, limit, per_node, timeout, namespace=None, stop_on_failure=False,
+                 sleep=time.sleep, clock=time.monotonic, watch_all=False):
+        self.cluster = cluster
         self.label_selector = label_selector
         self.limit = max(1, int(limit))
         self.per_node = max(1, int(per_node))
@@ -100,13 +86,9 @@ class MigrationBatch:
         self.namespace = namespace
         self.stop_on_failure = stop_on_failure
         self.clock = clock
-        if namespace:
-            call, args = custom.list_namespaced_custom_object, (GROUP, VERSION, namespace, VMIMS)
-        else:
-            call, args = custom.list_cluster_custom_object, (GROUP, VERSION, VMIMS)
         self.watch_all = watch_all
-        self.watch = ResumableWatch(call, args, {} if watch_all else {"label_selector": label_selector},
-                                    watch_factory, sleep)
+        self.watch = ResumableWatch(cluster, VMIMS, namespace, {} if watch_all else {"label_selector": label_selector},
+                                    sleep)
         self.peak = 0
         self.stopped = False      # stop_on_failure tripped
         self._inflight = {}
@@ -130,9 +112,9 @@ class MigrationBatch:
 
     def _relist(self):
         """LIST the run's VMIMs: settle the in-flight ones that ended meanwhile; the resourceVersion to watch from."""
-        result = self.watch.list_call(*self.watch.list_args, **self.watch.selector)
+        resource_version, items = self.cluster.snapshot_kubevirt(VMIMS, self.namespace, **self.watch.selector)
         seen = {}
-        for item in result.get("items") or []:
+        for item in items:
             meta = item.get("metadata") or {}
             seen[(meta.get("namespace"), meta.get("name"))] = item
         for key in list(self._inflight):
@@ -141,7 +123,7 @@ class MigrationBatch:
                 self._finish(key, None, "Deleted")
             else:
                 self._observe(key, item)
-        return (result.get("metadata") or {}).get("resourceVersion"), None
+        return resource_version, None
 
     def _observe(self, key, obj):
         job = self._inflight.get(key)
@@ -212,7 +194,7 @@ class MigrationBatch:
                                                     "was left running" % (self.timeout, origin(job["vmim"])))
             elif now >= job["deadline"]:
                 try:
-                    cancel_vmim(self.custom, key[0], key[1])
+                    self.cluster.delete_vmim(key[0], key[1])
                     error = "did not finish within %ss; the VMIM was deleted (KubeVirt aborts the migration)" \
                         % self.timeout
                 except ApiException as exc:
@@ -296,15 +278,6 @@ def plan_input(migrator, vmi, selector, not_migratable=None):
     return item
 
 
-def requested_selector(params):
-    """The selector vmi_evacuation's added_node_selector asks for (values as strings); KubeVirtError when
-    target_nodes contradicts it."""
-    selector = dict((k, str(v)) for k, v in (params["added_node_selector"] or {}).items())
-    if params["target_nodes"] and node_fit.HOSTNAME_LABEL in selector:
-        raise KubeVirtError("target_nodes and %s in added_node_selector exclude each other" % node_fit.HOSTNAME_LABEL)
-    return selector
-
-
 class Evacuation:
     """vmi_evacuation: every selected VMI off a node, or onto matching nodes (see module_runner.py)."""
 
@@ -324,8 +297,8 @@ class Evacuation:
         if problems:
             raise KubeVirtError("; ".join(problems))
 
-    def __init__(self, reader, params, check_mode=False, diff=False):
-        self.reader = reader
+    def __init__(self, cluster, params, check_mode=False, diff=False):
+        self.cluster = cluster
         self.check_mode = check_mode
         self.p = dict(params)
         self.p["added_node_selector"] = self.p["added_node_selector"] or {}
@@ -333,7 +306,7 @@ class Evacuation:
         self.p["placement"] = self.p.get("placement") or "scheduler"
         self.p["allow_partial"] = bool(self.p.get("allow_partial"))
         self.warnings = []
-        self.m = VmiMigrator(reader, self.warn)
+        self.m = VmiMigrator(cluster, self.warn)
         self.run_id = uuid.uuid4().hex[:12]
         self.result = dict(changed=False, vmis=[], cordoned=False, node_checks="not run", kubevirt={}, plan=None,
                            summary=dict(selected=0, to_migrate=0, migrated=0, failed=0, not_started=0, adopted=0,
@@ -349,15 +322,12 @@ class Evacuation:
     def warn(self, msg):
         self.warnings.append(msg)
 
-    def selector(self):
-        return requested_selector(self.p)
-
     def check_nodes(self):
         """Before anything else: the nodes node and target_nodes name exist (those the user may not read are not
         checked here; cordon=true then fails in cordon_needed, the node checks warn)."""
         wanted = [("node", self.p["node"], "node")] if self.p["node"] else []
         wanted.extend(("node", name, "target_nodes") for name in self.p["target_nodes"])
-        missing = missing_names(self.reader, wanted)[0]
+        missing = missing_names(self.cluster, wanted)[0]
         if missing:
             self.fail("; ".join("node '%s' does not exist" % name if option == "node" else
                                 "target node '%s' (%s) does not exist" % (name, option)
@@ -371,14 +341,14 @@ class Evacuation:
         node = self.p["node"]
         chosen = []
         try:
-            vmis = self.reader.list_vmis(self.p["namespace"], self.p["label_selector"])
+            vmis = self.cluster.list_vmis(self.p["namespace"], self.p["label_selector"])
         except ApiException as exc:
             if is_status(exc, 400) and self.p["label_selector"]:
                 self.fail("label_selector '%s' is not a label selector: %s"
                           % (self.p["label_selector"], api_error_message(exc)))
             raise
         if not vmis and self.p["namespace"] and \
-                missing_names(self.reader, [("namespace", self.p["namespace"], "namespace")])[0]:
+                missing_names(self.cluster, [("namespace", self.p["namespace"], "namespace")])[0]:
             self.fail("namespace '%s' does not exist" % self.p["namespace"])
         for vmi in vmis:
             if phase(vmi) in ("Succeeded", "Failed") or (vmi.get("metadata") or {}).get("deletionTimestamp"):
@@ -417,7 +387,7 @@ class Evacuation:
         self.result["vmis"].append(entry)
         return entry
 
-    # --- preflight of one VMI -----------------------------------------------------------------------------
+    # --- migrations in flight ---------------------------------------------------------------------------
 
     def judge(self, namespace, name, vmims, selector):
         """A migration of the VMI in flight, judged against this run (migration.judge_in_flight): the run wants it
@@ -427,40 +397,6 @@ class Evacuation:
     def adopt(self, entry, found):
         """Follow `found` (a migration in flight that goes where this run wants) as the VMI's migration."""
         entry.update(adopted=True, migration=summarize(found.vmim), added_node_selector=selector_of(found.vmim))
-
-    def preflight(self, vmi, selector, vmims):
-        """(the VMI's entry, the migration in flight it adopts or None when the run is to create one, the nodes that
-        can take it alone: None when the nodes are unreadable), or KubeVirtError with the reason it cannot move
-        (NoFit when no node can take it). Where it goes is decided after the drain plan (target)."""
-        entry = self.entry(vmi)
-        problem = not_running(vmi)
-        if problem:
-            raise KubeVirtError(problem)
-        # virt-api refuses another migration while one has not ended, a cancelled one included
-        found = self.judge(entry["namespace"], entry["name"], vmims, selector)
-        if found is not None:
-            if not found.follows:
-                raise KubeVirtError(found.message + ("; wait for it, or cancel it with vmsched.kubevirt.vmi_migration "
-                                                     "and state=absent" if found.verdict != CANCELLING else ""))
-            self.adopt(entry, found)
-            return entry, found.vmim, None
-        problem = not_live_migratable(vmi) or selector_conflict(vmi, selector)
-        if problem:
-            raise KubeVirtError(problem)
-        if self.m.nodes is None:
-            return entry, None, None
-        targets = self.p["target_nodes"]
-        results = self.m.fit(vmi, selector)[0]
-        fits = node_fit.candidates(results)
-        if targets:
-            fits = [n for n in fits if n in targets]
-        entry["candidates"] = fits
-        if not fits:
-            if targets:
-                results = [r for r in results if r["name"] in targets] or results
-            nearest = node_fit.explain_rejections(results) or "none of target_nodes exists"
-            raise NoFit("no node can take it. Nearest nodes: %s" % nearest)
-        return entry, None, fits
 
     def target(self, job, selector, planned_target):
         """The selector of a job's VMIM: added_node_selector, with placement=planned the node the drain plan chose
@@ -541,13 +477,13 @@ class Evacuation:
         def unreadable(why):
             if self.p["cordon"]:
                 self.fail("cordon=true needs to read and patch node %s: %s" % (node, why))
-        found = unless_forbidden(lambda: self.reader.node(node), unreadable, default=_UNREADABLE)
+        found = unless_forbidden(lambda: self.cluster.node(node), unreadable, default=UNREADABLE)
         if found is None:
             self.fail("node '%s' does not exist" % node)
         return self.p["cordon"] and not (found.get("spec") or {}).get("unschedulable")
 
     def run(self):
-        selector = self.selector()
+        selector = requested_selector(self.p)
         self.check_nodes()
         caps = self.m.detect()
         self.result["kubevirt"] = caps.as_dict()
@@ -585,20 +521,25 @@ class Evacuation:
         for vmi in to_move:
             ns = vmi["metadata"]["namespace"]
             if ns not in vmims_by_ns:
-                vmims_by_ns[ns] = self.reader.list_vmims(ns)
-            try:
-                entry, adopted, fits = self.preflight(vmi, selector, vmims_by_ns[ns])
-            except KubeVirtError as exc:
-                entry = self.entry(vmi)
+                vmims_by_ns[ns] = self.cluster.list_vmims(ns)
+            # The one preflight (VmiMigrator.preflight): a migration in flight that goes where this run wants is
+            # adopted; where the others go is decided after the drain plan (target).
+            entry = self.entry(vmi)
+            checked = self.m.preflight(ns, entry["name"], vmi, selector, vmims_by_ns[ns], self.p["target_nodes"],
+                                       self.p["node"])
+            if checked.candidates is not None:
+                entry["candidates"] = checked.candidates
+            if checked.problem:
                 entry["status"] = "failed"
-                entry["failure_reason"] = str(exc)
-                if items is not None:
-                    items.append(self.plan_input(vmi, selector, None if isinstance(exc, NoFit) else str(exc)))
+                entry["failure_reason"] = checked.problem
+                if items is not None:       # one no node takes is the plan's to judge (it lists it unplaceable)
+                    items.append(self.plan_input(vmi, selector, None if checked.no_fit else checked.problem))
                 continue
-            job = dict(namespace=ns, name=entry["name"], source_node=entry["source_node"], entry=entry, fits=fits,
-                       evacuating=bool((vmi.get("status") or {}).get("evacuationNodeName")))
-            if adopted is not None:
-                job.update(adopted=True, vmim=adopted)
+            job = dict(namespace=ns, name=entry["name"], source_node=entry["source_node"], entry=entry,
+                       fits=checked.candidates, evacuating=bool((vmi.get("status") or {}).get("evacuationNodeName")))
+            if checked.in_flight is not None:
+                self.adopt(entry, checked.in_flight)
+                job.update(adopted=True, vmim=checked.in_flight.vmim)
             elif items is not None:
                 items.append(self.plan_input(vmi, selector))
             jobs.append(job)
@@ -622,7 +563,7 @@ class Evacuation:
                 job["entry"]["status"] = "not_started"
             return self.verdict(hint)
         if cordon:
-            self.reader.patch_node(self.p["node"], {"spec": {"unschedulable": True}})
+            self.cluster.patch_node(self.p["node"], {"spec": {"unschedulable": True}})
             self.result["cordoned"] = True
             self.result["changed"] = True
         if jobs:
@@ -641,8 +582,8 @@ class Evacuation:
         except KubeVirtError:
             if not self.watch_all:
                 raise
-            found = self.judge(job["namespace"], job["name"], self.reader.list_vmims(job["namespace"], job["name"]),
-                               self.selector())
+            found = self.judge(job["namespace"], job["name"], self.cluster.list_vmims(job["namespace"], job["name"]),
+                               requested_selector(self.p))
             if found is None or not found.follows:
                 raise
             self.adopt(entry, found)
@@ -662,11 +603,11 @@ class Evacuation:
         self.watch_all = any(job.get("adopted") or job.get("evacuating") for job in jobs)
         if any(job.get("adopted") for job in jobs):
             self.result["changed"] = True
-        batch = MigrationBatch(self.reader.custom, "%s=%s" % (RUN_LABEL, self.run_id), limit,
+        batch = MigrationBatch(self.cluster, "%s=%s" % (RUN_LABEL, self.run_id), limit,
                                self.m.caps.parallel_outbound_per_node, self.p["wait_timeout"],
                                namespace=namespaces.pop() if len(namespaces) == 1 else None,
-                               stop_on_failure=self.p["stop_on_failure"], watch_factory=self.m.watch_factory,
-                               sleep=self.m.sleep, clock=self.m.clock, watch_all=self.watch_all)
+                               stop_on_failure=self.p["stop_on_failure"], sleep=self.m.sleep, clock=self.m.clock,
+                               watch_all=self.watch_all)
         batch.run(jobs, self.create)
         summary = self.result["summary"]
         summary["peak_in_flight"] = batch.peak
@@ -708,13 +649,13 @@ class Evacuation:
         """After an adopted migration (which may have had no selector of its own) succeeded: a warning when the VMI
         landed where this run does not want it (on `node`, off target_nodes, not matching added_node_selector)."""
         landed = entry["target_node"]
-        selector = self.selector()
+        selector = requested_selector(self.p)
         targets = self.p["target_nodes"]
         wrong = landed is None or landed == self.p["node"] or (targets and landed not in targets)
         if not wrong and selector:
             labels = self.node_labels(landed)
             if labels is None:
-                labels = unless_forbidden(lambda: ((self.reader.node(landed) or {}).get("metadata") or {}).get(
+                labels = unless_forbidden(lambda: ((self.cluster.node(landed) or {}).get("metadata") or {}).get(
                     "labels") or {}, lambda why: None, default=None)
             if labels is None:
                 self.warn("VirtualMachineInstance %s/%s: cannot read node %s, where the migration this run adopted "

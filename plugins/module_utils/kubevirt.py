@@ -3,7 +3,7 @@
 """KubeVirt's names, what its objects say, and what the cluster's KubeVirt can do.
 
 Private to this collection. Objects are the API's JSON (plain dicts, camelCase keys),
-as module_utils/cluster_reader.py returns them. Capability detection (KubeVirt's
+as module_utils/cluster.py returns them. Capability detection (KubeVirt's
 version, spec.addedNodeSelector support, the migration limits, the VM rollout
 strategy) happens here and only here.
 """
@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import (
+    UNREADABLE,
     ApiException,
     unless_forbidden,
 )
@@ -140,16 +141,14 @@ class Capabilities:
         }
 
 
-_UNREADABLE = object()
+def _read_kubevirt_cr(cluster, warn, consequence):
+    """The KubeVirt CR, None when there is none, UNREADABLE (after a warning) when the user may not read it."""
+    return unless_forbidden(cluster.kubevirt_cr,
+                            lambda why: warn("cannot read the KubeVirt CR (%s)%s" % (why, consequence)),
+                            default=UNREADABLE)
 
 
-def _read_kubevirt_cr(reader, warn, consequence):
-    """The KubeVirt CR, None when there is none, _UNREADABLE (after a warning) when the user may not read it."""
-    return unless_forbidden(reader.kubevirt_cr, lambda why: warn("cannot read the KubeVirt CR (%s)%s" % (why, consequence)),
-                            default=_UNREADABLE)
-
-
-def detect_capabilities(reader):
+def detect_capabilities(cluster):
     """KubeVirt version from the KubeVirt CR (status.observedKubeVirtVersion) -> versions.py.
 
     A user who may not read the CR (KubeVirt's kubevirt.io:default grants it to every authenticated user, so only
@@ -158,11 +157,11 @@ def detect_capabilities(reader):
     actually keep of a VMIM; the migration limits then stay at KubeVirt's defaults.
     """
     warnings = []
-    cr = _read_kubevirt_cr(reader, warnings.append, "; KubeVirt's version is unknown and the migration limits are "
-                                                    "assumed to be the defaults")
+    cr = _read_kubevirt_cr(cluster, warnings.append, "; KubeVirt's version is unknown and the migration limits are "
+                                                     "assumed to be the defaults")
     if cr is None:
         warnings.append("no KubeVirt CR found; is KubeVirt deployed?")
-    elif cr is not _UNREADABLE:
+    elif cr is not UNREADABLE:
         configuration = (cr.get("spec") or {}).get("configuration") or {}
         migrations = configuration.get("migrations") or {}
         node_selectors = (configuration.get("developerConfiguration") or {}).get("nodeSelectors")
@@ -180,7 +179,7 @@ def detect_capabilities(reader):
                             node_selectors=node_selectors, warnings=warnings, kubevirt_cr=cr,
                             bandwidth_per_migration=migrations.get("bandwidthPerMigration"))
     try:
-        supported = reader.openapi_has_added_node_selector()
+        supported = cluster.openapi_has_added_node_selector()
         source = "the served OpenAPI schema of VirtualMachineInstanceMigration"
     except (ApiException, ValueError) as exc:
         supported, source = None, None
@@ -278,10 +277,10 @@ def live_migratable(vmi):
     return cond.get("status") == "True", cond.get("message") or cond.get("reason")
 
 
-def read_kubevirt_cr(reader, warn, consequence):
+def read_kubevirt_cr(cluster, warn, consequence):
     """The KubeVirt CR, or None when there is none or the user may not read it (warned, with the consequence)."""
-    cr = _read_kubevirt_cr(reader, warn, consequence)
-    return None if cr is _UNREADABLE else cr
+    cr = _read_kubevirt_cr(cluster, warn, consequence)
+    return None if cr is UNREADABLE else cr
 
 
 def live_updated_fields(cr):
@@ -298,14 +297,14 @@ def live_updated_fields(cr):
     return fields
 
 
-def detect_live_updated_fields(reader, warn):
+def detect_live_updated_fields(cluster, warn):
     """The managed VM template fields KubeVirt copies to a running VMI on this cluster:
     - nodeSelector, affinity and tolerations under vmRolloutStrategy LiveUpdate (explicit, or the default from
       1.6; pkg/virt-controller/watch/vm/vm.go handleAffinityChangeRequest, handleTolerationsChangeRequest);
     - the descheduler's evict annotation from 1.6, whatever the strategy (vm.go syncVMAnnotationsToVMI, then
       the VMI controller to the launcher pod).
     No CR, or one the user may not read (warned): none, conservatively."""
-    return live_updated_fields(read_kubevirt_cr(reader, warn, ": assuming every change needs a restart"))
+    return live_updated_fields(read_kubevirt_cr(cluster, warn, ": assuming every change needs a restart"))
 
 
 def added_node_selector_minimum():

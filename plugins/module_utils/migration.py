@@ -1,23 +1,25 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""One VMI's live migration, as vmi_migration and vmi_evacuation both do it.
+"""One VMI's live migration, as vmi_migration, vmi_evacuation and vm_rebalance all do it.
 
 Private to this collection.
 
-- VmiMigrator is the single migration both modules use: the checks before any write (what
-  KubeVirt would refuse: a VMI not Running or not LiveMigratable; a selector the VMI's own
-  nodeSelector overrides; which nodes could take the target pod, node_fit.py), the VMIM
-  carrying the selector annotation (selector_of reads it back) and, with addedNodeSelector,
-  the check that the API server kept it, the wait (watch.py), cancelling, and the result of a
-  migration that ended.
+- VmiMigrator is the single migration the three modules use: the one preflight before any write
+  (VmiMigrator.preflight, one set of messages: what KubeVirt would refuse, a VMI not Running, a
+  migration of it in flight, a VMI not LiveMigratable, a selector the VMI's own nodeSelector
+  overrides; and which nodes could take the target pod, through the one fit, plan.Placement over
+  node_fit.py), the VMIM carrying the selector annotation (selector_of reads it back) and, with
+  addedNodeSelector, the check that the API server kept it, the wait (watch.py), cancelling, and
+  the result of a migration that ended.
 - judge_in_flight is the one judgement of a migration already in flight (KubeVirt's own evacuation
   after a drain or the descheduler, another user's, an earlier run's) against what a job wants:
   follow it (its own selector is the job's, or it has none: then where it landed is checked after
-  it ended), fail (it goes elsewhere), or wait (it is being cancelled). Both modules use it.
+  it ended), fail (it goes elsewhere), or wait (it is being cancelled). The preflight makes it.
 - Migration is vmi_migration's engine on top of it: following a migration in flight,
   idempotency, the strategies (spec.addedNodeSelector, or the VM's nodeSelector on KubeVirt
   older than 1.6), state=absent.
-- The evacuation (evacuation.py) adds selection, ordering, concurrency limits and the summary.
+- The evacuation (evacuation.py) adds selection, ordering, concurrency limits and the summary;
+  the rebalance (rebalance.py) the plan and its moves, each checked again before it starts.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -31,11 +33,11 @@ import time
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils import node_fit, plan, target_pod
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import (
+    UNREADABLE,
     ApiException,
     KubeVirtError,
     api_error_message,
     is_forbidden,
-    is_status,
     unless_forbidden,
 )
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
@@ -46,7 +48,6 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
     VERSION,
     VMIMS,
     VMIS,
-    VMS,
     added_node_selector_minimum,
     being_cancelled,
     condition,
@@ -64,7 +65,6 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.watch import Obje
 SELECTOR_ANNOTATION = "vmsched.kubevirt.io/node-selector"
 EVACUATION_ANNOTATION = "kubevirt.io/evacuationMigration"   # on KubeVirt's own evacuation VMIMs: the node
 PROPAGATION_SECONDS = 30
-_UNREADABLE = object()
 
 
 class Interrupted(KubeVirtError):
@@ -91,21 +91,6 @@ def vmim_manifest(vmi_name, added_node_selector=None, unschedulable_timeout=None
         spec["addedNodeSelector"] = dict(added_node_selector)
     return {"apiVersion": "%s/%s" % (GROUP, VERSION), "kind": "VirtualMachineInstanceMigration",
             "metadata": metadata, "spec": spec}
-
-
-def create_vmim(custom, namespace, body):
-    return custom.create_namespaced_custom_object(GROUP, VERSION, namespace, VMIMS, body)
-
-
-def cancel_vmim(custom, namespace, name):
-    """Delete the VMIM: KubeVirt cancels (or aborts) the migration before its finalizer goes. False if gone."""
-    try:
-        custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, VMIMS, name)
-    except ApiException as exc:
-        if is_status(exc, 404):
-            return False
-        raise
-    return True
 
 
 def selector_of(vmim):
@@ -169,7 +154,7 @@ def summarize(vmim):
     }
 
 
-def failure_reason(vmim, reader=None, vmi=None):
+def failure_reason(vmim, cluster=None, vmi=None):
     """migrationState.failureReason (the VMIM's, else the VMI's for this migration: KubeVirt copies it to the VMIM
     late), else the VMIM's latest Warning events (KubeVirt puts target-pod scheduling failures only there), else
     the abort status."""
@@ -180,11 +165,11 @@ def failure_reason(vmim, reader=None, vmi=None):
         state = vmi_state
     if state.get("failureReason"):
         return state["failureReason"]
-    if reader is not None and vmim:
+    if cluster is not None and vmim:
         meta = vmim.get("metadata") or {}
         try:
-            events = reader.events_for(meta.get("namespace"), "VirtualMachineInstanceMigration",
-                                       meta.get("name"), meta.get("uid"))
+            events = cluster.events_for(meta.get("namespace"), "VirtualMachineInstanceMigration",
+                                        meta.get("name"), meta.get("uid"))
         except ApiException as exc:
             if not is_forbidden(exc):
                 return "failed; events unreadable: %s" % api_error_message(exc)
@@ -247,12 +232,13 @@ def wanted_text(selector, hosts=None, avoid=None):
 
 
 class InFlight:
-    """judge_in_flight's answer: `verdict` (ADOPT, ATTACH, CONFLICT, CANCELLING), the VMIM, and for CONFLICT and
-    CANCELLING the message that says why the VMI cannot be migrated now."""
+    """judge_in_flight's answer: `verdict` (ADOPT, ATTACH, CONFLICT, CANCELLING), the VMIM, what it is in words
+    (`description`), and for CONFLICT and CANCELLING the message that says why the VMI cannot be migrated now."""
 
-    def __init__(self, verdict, vmim, message=None):
+    def __init__(self, verdict, vmim, description, message=None):
         self.verdict = verdict
         self.vmim = vmim
+        self.description = description
         self.message = message
 
     @property
@@ -280,23 +266,26 @@ def judge_in_flight(vmims, namespace, vmi_name, selector, hosts=None, avoid=None
     flying = in_flight(mine)
     if not flying:
         last = mine[-1]
-        return InFlight(CANCELLING, last, "migration %s of %s/%s is being cancelled (phase %s), and KubeVirt refuses "
-                                          "another migration of the VMI until it has ended"
-                        % (last["metadata"]["name"], namespace, vmi_name, phase(last) or "none yet"))
+        cancelling = ("migration %s of %s/%s is being cancelled (phase %s), and KubeVirt refuses another migration "
+                      "of the VMI until it has ended"
+                      % (last["metadata"]["name"], namespace, vmi_name, phase(last) or "none yet"))
+        return InFlight(CANCELLING, last, cancelling, cancelling)
     vmim = flying[-1]
     theirs = selector_of(vmim)
+    description = "another migration of %s/%s is in flight: VMIM %s (phase %s%s), %s" % (
+        namespace, vmi_name, vmim["metadata"]["name"], phase(vmim) or "none yet",
+        ", selector %s" % theirs if theirs else "", origin(vmim))
     if not theirs:
-        return InFlight(ADOPT, vmim)
+        return InFlight(ADOPT, vmim, description)
     if goes_where_wanted(theirs, selector, hosts, avoid):
-        return InFlight(ATTACH, vmim)
-    return InFlight(CONFLICT, vmim, "another migration of %s/%s is in flight: VMIM %s (phase %s, selector %s), %s; "
-                                    "it goes elsewhere than this job wants (%s)"
-                    % (namespace, vmi_name, vmim["metadata"]["name"], phase(vmim) or "none yet", theirs,
-                       origin(vmim), wanted_text(selector, hosts, avoid)))
+        return InFlight(ATTACH, vmim, description)
+    return InFlight(CONFLICT, vmim, description, "%s; it goes elsewhere than this job wants (%s)"
+                    % (description, wanted_text(selector, hosts, avoid)))
 
 
 # --- what KubeVirt would refuse ---------------------------------------------------------------------------------
-# Each returns None when all is well, else the reason, worded to follow "VirtualMachineInstance ns/name is".
+# Each returns None when all is well, else the reason (not_running's and not_live_migratable's worded to follow
+# "VirtualMachineInstance ns/name is"). VmiMigrator.preflight makes these checks; nothing else calls them.
 
 
 def not_running(vmi):
@@ -328,14 +317,58 @@ def selector_conflict(vmi, selector):
                ", ".join("%s=%s" % (k, v[1]) for k, v in sorted(conflicts.items()))))
 
 
-class VmiMigrator:
-    """The single migration of one VMI, bound to a ClusterReader and the caller's warnings."""
+def no_fit(who, results, selector, hosts=None, avoid=None):
+    """Why no node can take a VMI's target pod, naming it `who` ("it" in a list of VMIs), from `results` as
+    plan.Placement.fit gives them: when the selector names the node (kubernetes.io/hostname), why that node cannot;
+    else where the job wants it (wanted_text) and the nearest nodes with their reasons (of `hosts` when given)."""
+    host = (selector or {}).get(node_fit.HOSTNAME_LABEL)
+    target = next((r for r in results if r["name"] == host), None) if host else None
+    if target is not None:
+        return "target node %s cannot take %s now: %s" % (host, who, "; ".join(target["reasons"]))
+    shown = [r for r in results if r["name"] in hosts] or results if hosts else results
+    nearest = node_fit.explain_rejections(shown) or ("none of %s exists" % ", ".join(hosts) if hosts else "")
+    return "no node can take %s where this job wants it (%s). Nearest nodes: %s" % (
+        who, wanted_text(selector, hosts, avoid), nearest)
 
-    def __init__(self, reader, warn, watch_factory=None, sleep=time.sleep, clock=time.monotonic):
-        self.reader = reader
-        self.custom = reader.custom
+
+# What a job may do about a migration in flight that goes elsewhere than it wants.
+CONFLICT_ADVICE = ("wait for it, cancel it with vmsched.kubevirt.vmi_migration and state=absent, or ask for its "
+                   "selector to attach to it")
+
+
+class Verdict:
+    """What VmiMigrator.preflight found for one VMI.
+
+    problem: why it cannot go where the job wants it now, worded for a list of VMIs (the VMI named beside it), or
+    None; message: the same as a sentence that names the VMI. no_fit: the problem is that no node can take its
+    target pod (a drain plan still judges it with the others). in_flight: judge_in_flight's answer, a migration the
+    job follows when in_flight.follows. in_place: the caller's in_place said the VMI needs no migration (nothing was
+    checked after that). results: every node with its reasons, candidates first, and candidates: the nodes that
+    can take it (of `hosts` when given), both None when the nodes were not judged; resources_checked: whether free
+    resources were (they need the VMI's launcher pod)."""
+
+    def __init__(self):
+        self.problem = None
+        self.message = None
+        self.no_fit = False
+        self.in_flight = None
+        self.in_place = False
+        self.results = None
+        self.candidates = None
+        self.resources_checked = False
+
+    def refuse(self, problem, message=None):
+        self.problem = problem
+        self.message = message or problem
+        return self
+
+
+class VmiMigrator:
+    """The single migration of one VMI, bound to the cluster object (cluster.py) and the caller's warnings."""
+
+    def __init__(self, cluster, warn, sleep=time.sleep, clock=time.monotonic):
+        self.cluster = cluster
         self.warn = warn
-        self.watch_factory = watch_factory
         self.sleep = sleep
         self.clock = clock
         self.caps = None
@@ -348,7 +381,7 @@ class VmiMigrator:
 
     def detect(self):
         """What this KubeVirt can do (kubevirt.detect_capabilities), its warnings passed on."""
-        self.caps = detect_capabilities(self.reader)
+        self.caps = detect_capabilities(self.cluster)
         for warning in self.caps.warnings:
             self.warn(warning)
         return self.caps
@@ -369,10 +402,10 @@ class VmiMigrator:
             self.warn("cannot list nodes (%s): the node checks are skipped; the scheduler still enforces the "
                       "selector, and an unschedulable target fails the migration after its timeout" % why)
         self._placement = None
-        self.nodes = unless_forbidden(self.reader.nodes, nodes_unreadable)
+        self.nodes = unless_forbidden(self.cluster.nodes, nodes_unreadable)
         if self.nodes is None:
             return False
-        self.pods = unless_forbidden(self.reader.active_pods, lambda why: self.warn(
+        self.pods = unless_forbidden(self.cluster.active_pods, lambda why: self.warn(
             "cannot list pods (%s): free resources are not checked" % why))
         self.node_checks = "done" if self.pods is not None else "done without the resource check"
         return True
@@ -399,16 +432,77 @@ class VmiMigrator:
             self._placement = plan.Placement(self.nodes, self.pods)
         return self._placement
 
-    def fit(self, vmi, selector):
+    def fit(self, vmi, selector, placement=None):
         """(every node with the reasons it cannot take the VMI's target pod, candidates first; whether free
         resources were checked, which needs the VMI's launcher pod). read_nodes() first.
 
-        The VMI alone, against the pods bound now: plan.Placement with nothing planned, the one fit a drain plan
-        uses too (there it counts the VMIs the plan placed before)."""
+        By default the VMI alone, against the pods bound now: plan.Placement with nothing planned, the one fit a
+        drain plan uses too (there it counts the VMIs the plan placed before); or `placement`, which may count
+        migrations planned or started onto its nodes."""
         source = ((vmi or {}).get("status") or {}).get("nodeName")
         constraints, requests = self.constraints_and_requests(vmi, selector)
-        results = self.placement().fit(constraints, requests, source, selector)
+        results = (placement or self.placement()).fit(constraints, requests, source, selector)
         return results, requests is not None
+
+    def preflight(self, namespace, name, vmi, selector, vmims, hosts=None, avoid=None, follow=True, in_place=None,
+                  nodes=True, placement=None):
+        """The one preflight of a VMI's migration, which vmi_migration, vmi_evacuation and vm_rebalance all make
+        before any write: a Verdict, with one set of messages. The checks, in this order, up to the first problem:
+
+        1. the VMI is Running (not_running);
+        2. no other migration of it is in flight (judge_in_flight over `vmims`, against a job that wants it on a
+           node matching `selector`, on one of `hosts` if given, off `avoid`): with `follow`, one that goes where
+           the job wants is the job's to follow (the preflight ends there) and any other is the problem; without
+           `follow` any is;
+        3. in_place(vmi), when given: true ends the preflight there, the VMI needing no migration;
+        4. it is live-migratable (not_live_migratable);
+        5. `selector` asks for no key the VMI's own nodeSelector sets otherwise (selector_conflict);
+        6. with `nodes`, a node can take its target pod: the one fit (fit(): by default the nodes and pods that
+           read_nodes() read, first thing here if not done yet, with nothing planned; else `placement`), the
+           candidates only those of `hosts` when given. Skipped when the user may not list nodes (read_nodes warns).
+
+        `vmi` None (the user may not read it, `namespace`/`name`) skips every check but 2."""
+        verdict = Verdict()
+        who = "VirtualMachineInstance %s/%s" % (namespace, name)
+        if vmi is not None:
+            problem = not_running(vmi)
+            if problem:
+                return verdict.refuse(problem, "%s is %s" % (who, problem))
+        found = verdict.in_flight = judge_in_flight(vmims, namespace, name, selector, hosts, avoid)
+        if found is not None:
+            if not follow:
+                return verdict.refuse(found.description)
+            if not found.follows:
+                return verdict.refuse(found.message if found.verdict == CANCELLING else
+                                      "%s; %s" % (found.message, CONFLICT_ADVICE))
+            return verdict
+        if vmi is None:
+            return verdict
+        if in_place is not None and in_place(vmi):
+            verdict.in_place = True
+            return verdict
+        problem = not_live_migratable(vmi)
+        if problem:
+            return verdict.refuse(problem, "%s is %s" % (who, problem))
+        problem = selector_conflict(vmi, selector)
+        if problem:
+            return verdict.refuse(problem)
+        if not nodes:
+            return verdict
+        if self.caps is None:
+            self.detect()
+        if placement is None:
+            if self.node_checks == "not run":       # read_nodes() not called yet
+                self.read_nodes()
+            if self.nodes is None:
+                return verdict
+        verdict.results, verdict.resources_checked = self.fit(vmi, selector, placement)
+        verdict.candidates = [n for n in node_fit.candidates(verdict.results) if not hosts or n in hosts]
+        if not verdict.candidates:
+            verdict.no_fit = True
+            return verdict.refuse(no_fit("it", verdict.results, selector, hosts, avoid),
+                                  no_fit(who, verdict.results, selector, hosts, avoid))
+        return verdict
 
     # --- writing ------------------------------------------------------------------------------------------------
 
@@ -418,7 +512,7 @@ class VmiMigrator:
         body = vmim_manifest(vmi_name, selector if in_spec else None, unschedulable_timeout, labels=labels)
         body["metadata"].setdefault("annotations", {})[SELECTOR_ANNOTATION] = json.dumps(selector, sort_keys=True)
         try:
-            return create_vmim(self.custom, namespace, body)
+            return self.cluster.create_vmim(namespace, body)
         except ApiException as exc:
             raise KubeVirtError("KubeVirt refused the migration of %s/%s: %s"
                                 % (namespace, vmi_name, api_error_message(exc)))
@@ -435,11 +529,10 @@ class VmiMigrator:
                             "deleted. %s" % (meta["name"], stored, added_node_selector_minimum(), advice))
 
     def cancel(self, namespace, name):
-        return cancel_vmim(self.custom, namespace, name)
+        return self.cluster.delete_vmim(namespace, name)
 
     def watcher(self, namespace, name, plural=VMIMS):
-        return ObjectWatcher(self.custom, namespace, name, plural=plural, watch_factory=self.watch_factory,
-                             sleep=self.sleep, clock=self.clock)
+        return ObjectWatcher(self.cluster, namespace, name, plural=plural, sleep=self.sleep, clock=self.clock)
 
     # --- the result ---------------------------------------------------------------------------------------------
 
@@ -451,11 +544,11 @@ class VmiMigrator:
         VMIM turned final, so the VMI's migrationState fills what the VMIM does not carry yet (migration_nodes).
         """
         meta = vmim.get("metadata") or {}
-        final = self.reader.get_vmim(meta.get("namespace"), meta.get("name")) or vmim
+        final = self.cluster.get_vmim(meta.get("namespace"), meta.get("name")) or vmim
         vmi = None
         if vmi_readable:
-            vmi = unless_forbidden(lambda: self.reader.get_vmi(meta.get("namespace"),
-                                                               (final.get("spec") or {}).get("vmiName")),
+            vmi = unless_forbidden(lambda: self.cluster.get_vmi(meta.get("namespace"),
+                                                                (final.get("spec") or {}).get("vmiName")),
                                    lambda why: None)
         source, target = migration_nodes(final, vmi)
         summary = summarize(final)
@@ -464,7 +557,7 @@ class VmiMigrator:
         out = {"migration": summary, "phase": phase(final), "duration_seconds": duration_seconds(final),
                "source_node": source, "target_node": None, "failure_reason": None}
         if phase(final) == "Failed":
-            out["failure_reason"] = failure_reason(final, self.reader, vmi) or unknown_failure
+            out["failure_reason"] = failure_reason(final, self.cluster, vmi) or unknown_failure
             return out
         out["target_node"] = ((vmi or {}).get("status") or {}).get("nodeName") or target
         return out
@@ -474,10 +567,13 @@ class VmiMigrator:
 
 
 def requested_selector(params):
-    """The selector vmi_migration's options ask for (added_node_selector, values as strings, and target_node as
-    kubernetes.io/hostname); KubeVirtError when they contradict each other."""
-    selector = dict((k, str(v)) for k, v in (params["added_node_selector"] or {}).items())
-    target = params["target_node"]
+    """The selector a job's options ask for: added_node_selector (values as strings), with vmi_migration's
+    target_node as kubernetes.io/hostname; KubeVirtError when they contradict each other (target_node another
+    hostname; vmi_evacuation's target_nodes beside a hostname)."""
+    selector = dict((k, str(v)) for k, v in (params.get("added_node_selector") or {}).items())
+    if params.get("target_nodes") and node_fit.HOSTNAME_LABEL in selector:
+        raise KubeVirtError("target_nodes and %s in added_node_selector exclude each other" % node_fit.HOSTNAME_LABEL)
+    target = params.get("target_node")
     if target:
         have = selector.get(node_fit.HOSTNAME_LABEL)
         if have is not None and have != target:
@@ -508,15 +604,14 @@ class Migration:
         if problems:
             raise KubeVirtError("; ".join(problems))
 
-    def __init__(self, reader, params, check_mode=False, diff=False):
+    def __init__(self, cluster, params, check_mode=False, diff=False):
         self.p = params
         self.check_mode = check_mode
         self.ns = params["namespace"]
         self.name = params["name"]
-        self.reader = reader
-        self.custom = reader.custom
+        self.cluster = cluster
         self.warnings = []
-        self.m = VmiMigrator(reader, self.warn)
+        self.m = VmiMigrator(cluster, self.warn)
         self.result = dict(changed=False, migration=None, attached=False, adopted=False, adopted_migration=None,
                            source_node=None, target_node=None, duration_seconds=None, candidates=[], rejected=[],
                            node_checks="not run", failure_reason=None, strategy=None, kubevirt={})
@@ -535,14 +630,11 @@ class Migration:
             return self.absent()
         return self.present()
 
-    def selector(self):
-        return requested_selector(self.p)
-
     def check_target_node(self):
         """Before anything else: the node target_node names exists (not checked when the user may not read it;
         the node checks then warn)."""
         target = self.p["target_node"]
-        if target and missing_names(self.reader, [("node", target, "target_node")])[0]:
+        if target and missing_names(self.cluster, [("node", target, "target_node")])[0]:
             self.fail("no node can take VirtualMachineInstance %s/%s: target node '%s' does not exist"
                       % (self.ns, self.name, target))
 
@@ -551,9 +643,9 @@ class Migration:
             self.vmi_readable = False
             self.warn("cannot read VirtualMachineInstance %s/%s (%s): the VMI checks are skipped; KubeVirt's "
                       "admission still refuses a VMI that is not migratable" % (self.ns, self.name, why))
-        vmi = unless_forbidden(lambda: self.reader.get_vmi(self.ns, self.name), unreadable)
+        vmi = unless_forbidden(lambda: self.cluster.get_vmi(self.ns, self.name), unreadable)
         if vmi is None and self.vmi_readable:
-            if missing_names(self.reader, [("namespace", self.ns, "namespace")])[0]:
+            if missing_names(self.cluster, [("namespace", self.ns, "namespace")])[0]:
                 self.fail("namespace '%s' does not exist" % self.ns)
             self.fail("VirtualMachineInstance %s/%s not found (is the VM running?)" % (self.ns, self.name))
         return vmi
@@ -565,7 +657,7 @@ class Migration:
         the hand-off to the target KubeVirt fails the migration at once, while Running it aborts it, and in
         between (PreparingTarget, TargetReady) the migration goes on and may still succeed; the VMIM goes only
         once the migration has ended. With wait, the result says how it ended."""
-        unfinished = [m for m in self.reader.list_vmims(self.ns, self.name) if not is_final(m)]
+        unfinished = [m for m in self.cluster.list_vmims(self.ns, self.name) if not is_final(m)]
         if not unfinished:
             return
         vmim = unfinished[-1]
@@ -598,7 +690,7 @@ class Migration:
 
     def abort_state(self, vmim):
         """', abort <status>' from the VMI's migrationState for this VMIM, when KubeVirt reported one."""
-        vmi = unless_forbidden(lambda: self.reader.get_vmi(self.ns, self.name), lambda why: None) \
+        vmi = unless_forbidden(lambda: self.cluster.get_vmi(self.ns, self.name), lambda why: None) \
             if self.vmi_readable else None
         state = migration_state(vmi)
         if state.get("migrationUid") != ((vmim or {}).get("metadata") or {}).get("uid"):
@@ -616,36 +708,36 @@ class Migration:
             self.warn("KubeVirt did not cancel migration %s/%s: it had already been handed to the target node and "
                       "finished; the VMI runs on %s" % (self.ns, last["metadata"]["name"], out["target_node"]))
         elif phase(last) == "Failed":
-            self.result["failure_reason"] = failure_reason(last, self.reader, unless_forbidden(
-                lambda: self.reader.get_vmi(self.ns, self.name), lambda why: None) if self.vmi_readable else None) \
+            self.result["failure_reason"] = failure_reason(last, self.cluster, unless_forbidden(
+                lambda: self.cluster.get_vmi(self.ns, self.name), lambda why: None) if self.vmi_readable else None) \
                 or "cancelled"
 
     # --- state=present ------------------------------------------------------------------------------------------
 
     def present(self):
-        selector = self.selector()
+        selector = requested_selector(self.p)
         self.check_target_node()
         vmi = self.vmi = self.read_vmi()
         if vmi is not None:
-            self.refuse_if(not_running(vmi))
             self.result["source_node"] = (vmi.get("status") or {}).get("nodeName")
 
-        vmims = self.reader.list_vmims(self.ns, self.name)
+        vmims = self.cluster.list_vmims(self.ns, self.name)
         cancelling = being_cancelled(vmims)
         if cancelling:
             self.wait_cancelled(cancelling)
-            vmims = self.reader.list_vmims(self.ns, self.name)
+            vmims = self.cluster.list_vmims(self.ns, self.name)
+            if self.check_mode:     # warned about: a real run waits for them to end
+                names = set(m["metadata"]["name"] for m in cancelling)
+                vmims = [m for m in vmims if m["metadata"]["name"] not in names]
             vmi = self.vmi = self.read_vmi() if self.vmi_readable else None
             if vmi is not None:
                 self.result["source_node"] = (vmi.get("status") or {}).get("nodeName")
 
-        # A migration in flight (KubeVirt's evacuation, someone else's, an earlier run's): follow it when it goes
-        # where this job wants (judge_in_flight); one being cancelled was waited for above (check mode: warned).
-        moved_elsewhere = False
-        found = judge_in_flight(vmims, self.ns, self.name, selector)
-        if found is not None and found.verdict == CONFLICT:
-            self.fail("%s; wait for it, cancel it with state=absent, or ask for its selector to attach to it"
-                      % found.message)
+        # The one preflight. A migration in flight that goes where this job wants (KubeVirt's evacuation, someone
+        # else's, an earlier run's) is followed; a VMI already on a matching node needs no migration (idempotency).
+        checked = self.m.preflight(self.ns, self.name, vmi, selector, vmims,
+                                   in_place=lambda _vmi: bool(selector) and self.already_there(selector))
+        found = checked.in_flight
         if found is not None and found.follows:
             self.result["attached"] = True
             self.result["adopted"] = found.verdict == ADOPT
@@ -659,26 +751,20 @@ class Migration:
             if found.verdict == ATTACH or self.landed_as_wanted(found.vmim, selector):
                 return None
             vmi = self.vmi = self.read_vmi() if self.vmi_readable else None
-            if vmi is not None:
-                self.refuse_if(not_running(vmi))
             if self.remaining() <= 0:
                 self.fail("wait_timeout (%ss) was spent following migration %s/%s; nothing else was done"
                           % (self.p["wait_timeout"], self.ns, found.name))
-            moved_elsewhere = True
+            # Judged again where the VMI runs now. The migration followed has ended; it is not on a matching node.
+            checked = self.m.preflight(self.ns, self.name, vmi, selector, [])
 
-        # Idempotency: already where it should be.
-        if selector and vmi is not None and not moved_elsewhere and self.already_there(selector):
+        if checked.in_place:
             self.result["target_node"] = self.result["source_node"]
             self.result["node_checks"] = "not needed: the VMI already runs on a matching node"
             return None
-
-        if vmi is not None:
-            self.refuse_if(not_live_migratable(vmi))
+        self.record_node_checks(vmi, selector, checked)
+        if checked.problem:
+            self.fail(checked.message)
         strategy = self.result["strategy"] = self.resolve_strategy(selector)
-        if vmi is not None:
-            self.preflight_nodes(vmi, selector)
-        elif selector:
-            self.result["node_checks"] = "skipped: the VMI cannot be read"
 
         if self.check_mode:
             self.result["changed"] = True
@@ -727,10 +813,6 @@ class Migration:
         for vmim in cancelling:
             self.wait_gone(vmim, "after its cancel was requested")
 
-    def refuse_if(self, problem):
-        if problem:
-            self.fail("VirtualMachineInstance %s/%s is %s" % (self.ns, self.name, problem))
-
     def already_there(self, selector):
         return self.on_matching_node(self.result["source_node"], selector)
 
@@ -745,15 +827,15 @@ class Migration:
             if not hostname_only:
                 self.warn("cannot read node %s (%s): cannot tell whether the VMI is already on a matching node"
                           % (name, why))
-        node = unless_forbidden(lambda: self.reader.node(name), unreadable, default=_UNREADABLE)
-        if node is _UNREADABLE:
+        node = unless_forbidden(lambda: self.cluster.node(name), unreadable, default=UNREADABLE)
+        if node is UNREADABLE:
             # Node names are hostnames on every distribution this targets.
             return hostname_only and selector[node_fit.HOSTNAME_LABEL] == name
         return node_fit.matches_selector(((node or {}).get("metadata") or {}).get("labels"), selector)
 
     def resolve_strategy(self, selector):
         wanted = self.p["strategy"]
-        caps = self.m.detect()
+        caps = self.m.caps or self.m.detect()
         self.result["kubevirt"] = caps.as_dict()
         if not selector or wanted == "vm_node_selector":
             return wanted if wanted != "auto" else "added_node_selector"
@@ -770,20 +852,18 @@ class Migration:
                       "deleted at once if the API server dropped the field")
         return "added_node_selector"
 
-    def preflight_nodes(self, vmi, selector):
-        problem = selector_conflict(vmi, selector)
-        if problem:
-            self.fail(problem)
-        if not self.m.read_nodes():
-            self.result["node_checks"] = self.m.node_checks
-            return
-        results, resources_checked = self.m.fit(vmi, selector)
-        self.result["candidates"] = node_fit.candidates(results)
-        self.result["rejected"] = [{"name": r["name"], "reasons": r["reasons"]} for r in results if not r["fits"]]
-        self.result["node_checks"] = "done" if resources_checked else "done without the resource check"
-        if not self.result["candidates"]:
-            self.fail("no node can take VirtualMachineInstance %s/%s with selector %s. Nearest nodes: %s"
-                      % (self.ns, self.name, selector or "{}", node_fit.explain_rejections(results)))
+    def record_node_checks(self, vmi, selector, checked):
+        """What the preflight's node checks came to (node_checks, candidates, rejected), when it got to them."""
+        if vmi is None:
+            if selector and not checked.problem:
+                self.result["node_checks"] = "skipped: the VMI cannot be read"
+        elif checked.results is not None:
+            self.result["candidates"] = checked.candidates
+            self.result["rejected"] = [{"name": r["name"], "reasons": r["reasons"]} for r in checked.results
+                                       if not r["fits"]]
+            self.result["node_checks"] = "done" if checked.resources_checked else "done without the resource check"
+        elif self.m.node_checks != "not run":
+            self.result["node_checks"] = self.m.node_checks      # skipped: the nodes cannot be listed
 
     # --- writing ------------------------------------------------------------------------------------------------
 
@@ -827,8 +907,8 @@ class Migration:
 
     # --- strategy vm_node_selector ------------------------------------------------------------------------------
 
-    def _patch_selector(self, plural, path, current, desired):
-        """JSON merge patch that turns the map at `path` from `current` into exactly `desired` (None removes it)."""
+    def _patch_selector(self, path, current, desired):
+        """Patch the VM so that the map at `path` turns from `current` into exactly `desired` (None removes it)."""
         if desired is None:
             value = None
         else:
@@ -839,13 +919,13 @@ class Migration:
         body = value
         for part in reversed(path):
             body = {part: body}
-        return self.custom.patch_namespaced_custom_object(GROUP, VERSION, self.ns, plural, self.name, body)
+        return self.cluster.patch_vm(self.ns, self.name, body)
 
     def migrate_through_vm(self, selector):
         """KubeVirt older than 1.6 has no addedNodeSelector: put the selector in the VM's template, let KubeVirt
         carry it to the running VMI (it does so only under vmRolloutStrategy LiveUpdate; KubeVirt refuses anyone
         but its own service accounts a change of the VMI's spec), migrate, and restore the VM on every exit."""
-        vm = self.reader.get_vm(self.ns, self.name)
+        vm = self.cluster.get_vm(self.ns, self.name)
         if vm is None:
             self.fail("strategy=vm_node_selector needs the VirtualMachine %s/%s that owns the VMI; there is none"
                       % (self.ns, self.name))
@@ -863,7 +943,7 @@ class Migration:
         try:
             for sig in previous:
                 signal.signal(sig, _on_signal)
-            self._patch_selector(VMS, path, original, merged)
+            self._patch_selector(path, original, merged)
             vm_patched = True
             self.result["changed"] = True
             if not self.vmi_follows(lambda have: all(have.get(k) == v for k, v in selector.items())):
@@ -879,7 +959,7 @@ class Migration:
                 if not done and vmim is not None:
                     self.cancel_if_unpinned(vmim)
                 if vm_patched:
-                    self._patch_selector(VMS, path, merged, original)
+                    self._patch_selector(path, merged, original)
                     record["restored"] = True
                     if not self.vmi_follows(lambda have: have == (original or {})):
                         self.warn("the VM's nodeSelector is restored, but its running VMI has not taken it back "
@@ -919,7 +999,7 @@ class Migration:
 
     def cancel_if_unpinned(self, vmim):
         """Before the target pod exists, restoring the selector would let the migration go anywhere: cancel it."""
-        current = self.reader.get_vmim(self.ns, vmim["metadata"]["name"])
+        current = self.cluster.get_vmim(self.ns, vmim["metadata"]["name"])
         if current is not None and phase(current) in (None, "", "Pending"):
             self.m.cancel(self.ns, vmim["metadata"]["name"])
             self.warn("cancelled VMIM %s before restoring the VM's nodeSelector: its target pod did not exist yet"

@@ -5,11 +5,11 @@ kubernetes.core's client, one engine, one error path.
 
 Private to this collection. A module file holds its documentation, its argument spec and a
 ``main`` that calls run_engine() with its engine class (module_utils/migration.py,
-evacuation.py, vm_placement.py, scheduling_report.py, playbook_vars.py). An engine is built as
-``Engine(reader, params, check_mode=..., diff=...)`` over a ClusterReader, does everything
-in ``run()``, keeps its return values in ``result`` and its warnings in ``warnings``, and
-raises KubeVirtError with a message for the user when it fails (``result`` then holds what
-it got to).
+evacuation.py, rebalance.py, vm_placement.py, scheduling_report.py, playbook_vars.py). An engine is
+built as ``Engine(cluster, params, check_mode=..., diff=...)`` over the cluster object
+(module_utils/cluster.py: every API request it makes goes through that), does everything in
+``run()``, keeps its return values in ``result`` and its warnings in ``warnings``, and raises
+KubeVirtError with a message for the user when it fails (``result`` then holds what it got to).
 
 The input is checked in one place, in this order, and a module writes nothing before all of it is known good:
 
@@ -46,7 +46,7 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import
     error_message,
     is_forbidden,
 )
-from ansible_collections.vmsched.kubevirt.plugins.module_utils.cluster_reader import PAGE_SIZE, ClusterReader
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.cluster import PAGE_SIZE, Cluster
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.node_fit import QuantityError
 
 # Failures a module reports as a message; anything else is a bug and keeps its traceback.
@@ -57,7 +57,7 @@ IN_CLUSTER_ENV = ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
 IN_CLUSTER_FILES = ("/var/run/secrets/kubernetes.io/serviceaccount/token",
                     "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
 NO_LOG_PLACEHOLDER = "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
-# The kinds of names missing_names() looks up, and the reader's call for each.
+# The kinds of names missing_names() looks up, and the cluster's call for each.
 NAME_KINDS = {"node": "node", "namespace": "namespace"}
 
 
@@ -215,14 +215,14 @@ def check_input(params, engine_class, environ=None):
 # --- 3. names the cluster must have, before any write ----------------------------------------------------------
 
 
-def missing_names(reader, wanted):
+def missing_names(cluster, wanted):
     """Of `wanted` ([(kind, name, option), ...], kind one of NAME_KINDS), (those the cluster does not have, those
     the user may not read (401/403): not checked), each as given. Other API errors propagate."""
     missing, unreadable = [], []
     for item in wanted:
         kind, name = item[0], item[1]
         try:
-            found = getattr(reader, NAME_KINDS[kind])(name)
+            found = getattr(cluster, NAME_KINDS[kind])(name)
         except ApiException as exc:
             if not is_forbidden(exc):
                 raise
@@ -257,8 +257,8 @@ def run_engine(module, engine_class, user_agent, timed=True, connections=None, p
     engine = None
     try:
         check_input(module.params, engine_class)
-        reader = ClusterReader(module_api_client(module, user_agent, connections), page_size=page_size)
-        engine = engine_class(reader, module.params, check_mode=module.check_mode, diff=module._diff)
+        cluster = Cluster(module_api_client(module, user_agent, connections), page_size=page_size)
+        engine = engine_class(cluster, module.params, check_mode=module.check_mode, diff=module._diff)
         engine.run()
     except USER_ERRORS as exc:  # anything else is a bug
         message = error_message(exc)

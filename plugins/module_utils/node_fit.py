@@ -6,7 +6,7 @@ Pure functions over API objects as plain dicts.
 
 Private to this collection (no stability promise to other collections).
 
-Objects are the API server's JSON (camelCase keys), as module_utils/cluster_reader.py
+Objects are the API server's JSON (camelCase keys), as module_utils/cluster.py
 returns them.
 Every check returns a list of human-readable reasons why a node is rejected;
 an empty list means the node fits. The checks mirror kube-scheduler's filters

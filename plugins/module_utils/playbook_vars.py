@@ -210,8 +210,8 @@ def subset(spec, names):
 class Preflight:
     """The preflight module's engine: answers first (before any client exists), then the cluster lookups."""
 
-    def __init__(self, reader, params, check_mode=False, diff=False):
-        self.reader = reader
+    def __init__(self, cluster, params, check_mode=False, diff=False):
+        self.cluster = cluster
         self.spec = params["spec"]
         self.values, _errors = check_values(self.spec, params["values"])
         self.warnings = []
@@ -229,7 +229,7 @@ class Preflight:
     def run(self):
         wanted = [(kind, item, variable) for kind, items in sorted(lookups(self.spec, self.values).items())
                   for item, variable in items]
-        missing, unreadable = missing_names(self.reader, wanted)
+        missing, unreadable = missing_names(self.cluster, wanted)
         for kind, item, variable in unreadable:
             self.warnings.append("not allowed to read %s %s (%s): not checked" % (kind, item, variable))
         for kind, item, variable in wanted:

@@ -3,12 +3,14 @@
 """vm_rebalance's engine: the few migrations that even out the nodes' load, planned, reviewed, then made.
 
 Private to this collection. Before any write it reads the nodes in scope, the VMIs in scope on them, the active pods,
-the VMIMs (a migration that has not ended rules a VM out), the VMs (the opt-out annotation) and the load per node
-of the objective. The plan is plan.rebalance_plan over the target pods the migration preflight judges
+the VMIMs, the VMs (the opt-out annotation) and the load per node of the objective; each VMI goes through the
+migration's one preflight (VmiMigrator.preflight: not running, not live-migratable or with a migration that has not
+ended rules a VM out). The plan is plan.rebalance_plan over the target pods the migration preflight judges
 (evacuation.plan_input: the one fit), or a plan given back from an earlier run, applied as given once its
 fingerprint (plan.fingerprint) matches the cluster. The moves run through the evacuation's MigrationBatch under
 KubeVirt's limits, each VMIM naming its planned node as kubernetes.io/hostname in spec.addedNodeSelector; each move
-is checked again just before its VMIM is created (recheck) and skipped with the reason when it no longer holds.
+is checked again just before its VMIM is created (recheck: the preflight again, with its planned node) and skipped
+with the reason when it no longer holds.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -32,14 +34,9 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.evacuation import
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
     CREATED_BY_LABEL,
     SCHEDULABLE_LABEL,
-    is_final,
     phase,
 )
-from ansible_collections.vmsched.kubevirt.plugins.module_utils.migration import (
-    VmiMigrator,
-    not_live_migratable,
-    not_running,
-)
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.migration import VmiMigrator, no_fit
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.module_runner import missing_names
 
 RUN_LABEL = "vmsched.kubevirt.io/rebalance-run"
@@ -185,16 +182,6 @@ def seconds_since_migration(vmi, now):
     return max((now - ended).total_seconds(), 0.0)
 
 
-def unfinished_migration(vmims, name):
-    """Why a VMI with a migration that has not ended cannot move (virt-api refuses another), or None."""
-    mine = [m for m in vmims if (m.get("spec") or {}).get("vmiName") == name and not is_final(m)]
-    if not mine:
-        return None
-    last = mine[-1]
-    return "a migration of it has not ended: VMIM %s (phase %s)" % (
-        last["metadata"]["name"], phase(last) or "none yet")
-
-
 def shifted(load, moves, values):
     """The load per node after `moves` ({source, target} and the VM's key in `values`), nodes out of it ignored."""
     after = dict(load)
@@ -237,12 +224,12 @@ class Rebalance:
         if problems:
             raise KubeVirtError("; ".join(problems))
 
-    def __init__(self, reader, params, check_mode=False, diff=False):
-        self.reader = reader
+    def __init__(self, cluster, params, check_mode=False, diff=False):
+        self.cluster = cluster
         self.check_mode = check_mode
         self.p = dict(params)
         self.warnings = []
-        self.m = VmiMigrator(reader, self.warn)
+        self.m = VmiMigrator(cluster, self.warn)
         self.run_id = uuid.uuid4().hex[:12]
         self.now = lambda: datetime.datetime.now(datetime.timezone.utc)
         self.result = dict(changed=False, objective=self.p["objective"], plan=[], skipped_vms=[], fingerprint=None,
@@ -265,7 +252,7 @@ class Rebalance:
     def check_names(self):
         wanted = [("namespace", name, "namespaces") for name in self.p["namespaces"] or []]
         wanted.extend(("node", name, "nodes") for name in self.p["nodes"] or [])
-        missing = missing_names(self.reader, wanted)[0]
+        missing = missing_names(self.cluster, wanted)[0]
         if missing:
             self.fail("; ".join("%s '%s' (%s) does not exist" % (kind, name, option)
                                 for kind, name, option in missing))
@@ -299,7 +286,7 @@ class Rebalance:
 
     def list_vmis(self, namespace):
         try:
-            return self.reader.list_vmis(namespace, self.p["label_selector"])
+            return self.cluster.list_vmis(namespace, self.p["label_selector"])
         except ApiException as exc:
             if is_status(exc, 400) and self.p["label_selector"]:
                 self.fail("label_selector '%s' is not a label selector: %s"
@@ -328,7 +315,7 @@ class Rebalance:
         """Running VMIs per node, in every namespace (out of scope included: they load the node too)."""
         everything = None
         if self.p["namespaces"] or self.p["label_selector"]:
-            everything = unless_forbidden(lambda: self.reader.list_vmis(None), lambda why: self.warn(
+            everything = unless_forbidden(lambda: self.cluster.list_vmis(None), lambda why: self.warn(
                 "cannot list VMIs in all namespaces (%s): the load of each node counts only the VMs in scope" % why))
         counts = {}
         for vmi in (selected if everything is None else everything):
@@ -345,7 +332,7 @@ class Rebalance:
         def forbidden(why):
             self.fail("objective=usage without the usage option reads metrics.k8s.io, which this user may not "
                       "(%s); pass usage (a Prometheus result or a mapping), or grant nodes in metrics.k8s.io" % why)
-        items = unless_forbidden(self.reader.node_metrics, forbidden)
+        items = unless_forbidden(self.cluster.node_metrics, forbidden)
         if items is None:
             self.fail("objective=usage without the usage option reads metrics.k8s.io, which this cluster does not "
                       "serve (no metrics-server?); pass usage: a Prometheus vector result or a mapping of node to "
@@ -393,11 +380,11 @@ class Rebalance:
         """Each VMI in scope as plan.rebalance_plan takes it (evacuation.plan_input, the one fit's target pod)."""
         vmims = {}
         for namespace in self.namespaces():
-            for vmim in self.reader.list_vmims(namespace):
+            for vmim in self.cluster.list_vmims(namespace):
                 vmims.setdefault(vmim["metadata"]["namespace"], []).append(vmim)
         vms = {}
         for namespace in self.namespaces():
-            found = unless_forbidden(lambda ns=namespace: self.reader.list_vms(ns), lambda why: self.warn(
+            found = unless_forbidden(lambda ns=namespace: self.cluster.list_vms(ns), lambda why: self.warn(
                 "cannot list VMs (%s): only the VMIs' own %s annotations are read" % (why, OPT_OUT_ANNOTATION)),
                 default=[])
             for vm in found:
@@ -405,8 +392,10 @@ class Rebalance:
         now = self.now()
         for vmi in selected:
             meta = vmi["metadata"]
-            reason = not_running(vmi) or not_live_migratable(vmi) or \
-                unfinished_migration(vmims.get(meta["namespace"], []), meta["name"])
+            # The one preflight, without the node checks (the plan fits the VMs together) and without following a
+            # migration in flight: a VM whose migration has not ended stays out of the plan.
+            reason = self.m.preflight(meta["namespace"], meta["name"], vmi, {}, vmims.get(meta["namespace"], []),
+                                      follow=False, nodes=False).problem
             item = plan_input(self.m, vmi, {}, reason)
             if reason is None and item["requests"] is None:
                 item["not_migratable"] = ("its running virt-launcher pod was not found: what its target pod needs "
@@ -450,7 +439,8 @@ class Rebalance:
                 rejected = placement.node_reasons(move["target"], item["constraints"] or {}, item["requests"],
                                                   move["source"])
                 if rejected:
-                    reason = "target node %s cannot take it now: %s" % (move["target"], "; ".join(rejected))
+                    reason = no_fit("it", [{"name": move["target"], "fits": False, "reasons": rejected}],
+                                    {node_fit.HOSTNAME_LABEL: move["target"]})
             if reason is not None:
                 skipped.append({"namespace": move["namespace"], "name": move["name"], "reason": reason})
                 continue
@@ -514,10 +504,10 @@ class Rebalance:
         jobs = [dict(namespace=m["namespace"], name=m["name"], source_node=m["source"], move=m,
                      entry=entries[plan.vm_key(m)], item=self.items[plan.vm_key(m)]) for m in runs]
         namespaces = set(job["namespace"] for job in jobs)
-        batch = MigrationBatch(self.reader.custom, self.result["summary"]["run_label"], limit,
+        batch = MigrationBatch(self.cluster, self.result["summary"]["run_label"], limit,
                                self.m.caps.parallel_outbound_per_node, self.p["wait_timeout"],
                                namespace=namespaces.pop() if len(namespaces) == 1 else None,
-                               watch_factory=self.m.watch_factory, sleep=self.m.sleep, clock=self.m.clock)
+                               sleep=self.m.sleep, clock=self.m.clock)
         batch.run(jobs, self.create)
         summary = self.result["summary"]
         summary["peak_in_flight"] = batch.peak
@@ -531,12 +521,13 @@ class Rebalance:
 
     def recheck(self, job):
         """Why a move no longer holds just before it starts, or None: the VMI still the one planned, running on its
-        source, live-migratable, not opted out, out of its cooldown, with no migration in flight; the target node
-        still there and able to take its target pod (the one fit) with what is bound there now and this run's
-        migrations to it whose target pod is not bound yet."""
-        move, item = job["move"], job["item"]
+        source, not opted out, out of its cooldown; the target node still there; then the one preflight, without
+        following a migration in flight: still running, no migration in flight, live-migratable, and the target node
+        able to take its target pod (the one fit) with what is bound there now and this run's migrations to it whose
+        target pod is not bound yet."""
+        move = job["move"]
         ns, name = move["namespace"], move["name"]
-        vmi = self.reader.get_vmi(ns, name)
+        vmi = self.cluster.get_vmi(ns, name)
         if vmi is None:
             return "the VMI is gone"
         if vmi["metadata"].get("uid") != self.vmis[plan.vm_key(move)]["metadata"].get("uid"):
@@ -544,33 +535,24 @@ class Rebalance:
         node = (vmi.get("status") or {}).get("nodeName")
         if node != move["source"]:
             return "it runs on %s now, not on %s" % (node, move["source"])
-        problem = not_running(vmi) or not_live_migratable(vmi)
-        if problem:
-            return problem
-        vm = unless_forbidden(lambda: self.reader.get_vm(ns, name), lambda why: None)
+        vm = unless_forbidden(lambda: self.cluster.get_vm(ns, name), lambda why: None)
         if opted_out(vmi, vm):
             return "opted out of rebalancing (%s: \"false\")" % OPT_OUT_ANNOTATION
         since = seconds_since_migration(vmi, self.now())
         if since is not None and self.p["cooldown"] and since < self.p["cooldown"]:
             return "cooldown: migrated %ds ago, cooldown %ds" % (int(since), int(self.p["cooldown"]))
-        problem = unfinished_migration(self.reader.list_vmims(ns, name), name)
-        if problem:
-            return problem
-        target = self.reader.node(move["target"])
+        target = self.cluster.node(move["target"])
         if target is None:
             return "target node %s is gone" % move["target"]
-        bound = self.reader.active_pods(node=move["target"])
+        bound = self.cluster.active_pods(node=move["target"])
         placement = plan.Placement([target], bound)
         on_target = set(((p.get("metadata") or {}).get("labels") or {}).get(CREATED_BY_LABEL) for p in bound)
         for other in self.flying:
             if other["outcome"] == "NotStarted" and other["move"]["target"] == move["target"] \
                     and self.vmis[plan.vm_key(other["move"])]["metadata"].get("uid") not in on_target:
                 placement.place(plan.vm_key(other["move"]), other["item"]["requests"], move["target"])
-        rejected = placement.node_reasons(move["target"], item["constraints"] or {}, item["requests"],
-                                          move["source"], {node_fit.HOSTNAME_LABEL: move["target"]})
-        if rejected:
-            return "target node %s cannot take it now: %s" % (move["target"], "; ".join(rejected))
-        return None
+        return self.m.preflight(ns, name, vmi, {node_fit.HOSTNAME_LABEL: move["target"]},
+                                self.cluster.list_vmims(ns, name), follow=False, placement=placement).problem
 
     def create(self, job):
         """MigrationBatch's create: the move checked again, then its VMIM to the planned node."""

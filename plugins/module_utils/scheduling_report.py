@@ -455,20 +455,20 @@ def report(server_version, capabilities, nodes, pods, vmis, vmims, kubevirt_cr, 
 
 class SchedulingReport:
     """scheduling_info (see module_runner.py): reads each kind once, capabilities first, so that a KubeVirt CR
-    the user may not read only warns. Run with a reader made with page_size=None: one list call per kind."""
+    the user may not read only warns. Run with a cluster made with page_size=None: one list call per kind."""
 
-    def __init__(self, reader, params, check_mode=False, diff=False):
-        self.reader = reader
+    def __init__(self, cluster, params, check_mode=False, diff=False):
+        self.cluster = cluster
         self.warnings = []
         self.result = {}
 
     def run(self):
-        reader = self.reader
-        capabilities = detect_capabilities(reader)
+        cluster = self.cluster
+        capabilities = detect_capabilities(cluster)
         self.warnings.extend(capabilities.warnings)
-        deployments = reader.deployments()
-        found = report(reader.server_version(), capabilities, reader.nodes(), reader.active_pods(),
-                       reader.list_vmis(), reader.list_vmims(), capabilities.kubevirt_cr, deployments,
+        deployments = cluster.deployments()
+        found = report(cluster.server_version(), capabilities, cluster.nodes(), cluster.active_pods(),
+                       cluster.list_vmis(), cluster.list_vmims(), capabilities.kubevirt_cr, deployments,
                        self.installed(deployments))
         self.result = dict(changed=False, **found)
 
@@ -476,7 +476,7 @@ class SchedulingReport:
         """installed(): CronJobs and MutatingAdmissionPolicies too, each only warned about when it may not be read."""
         def skipped(what, field):
             return lambda why: self.warnings.append("cannot list %s (%s): installed.%s is null" % (what, why, field))
-        cronjobs = unless_forbidden(self.reader.cronjobs, skipped("CronJobs", "deschedulers"))
-        policies = unless_forbidden(self.reader.mutating_admission_policies,
+        cronjobs = unless_forbidden(self.cluster.cronjobs, skipped("CronJobs", "deschedulers"))
+        policies = unless_forbidden(self.cluster.mutating_admission_policies,
                                     skipped("MutatingAdmissionPolicies", "vm_defaults"), default=(None, None))
         return installed(deployments, cronjobs, policies[0], policies[1])

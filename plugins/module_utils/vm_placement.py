@@ -27,9 +27,6 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.descheduler_policy import EVICT_ANNOTATION
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import (
     FINAL_PHASES,
-    GROUP,
-    VERSION,
-    VMS,
     cluster_eviction_strategy,
     condition,
     effective_eviction_strategy,
@@ -353,8 +350,8 @@ def vm_params(vm, vmi, params, cluster, evict_live):
 class Placement:
     """vm_placement (see module_runner.py)."""
 
-    def __init__(self, reader, params, check_mode=False, diff=False):
-        self.reader = reader
+    def __init__(self, cluster, params, check_mode=False, diff=False):
+        self.cluster = cluster
         self.params = params
         self.check_mode = check_mode
         self.diff = diff
@@ -373,7 +370,7 @@ class Placement:
     def list_vms(self):
         selector = ",".join(s.strip() for s in self.params["label_selectors"])
         try:
-            vms = self.reader.list_vms(self._namespace(), selector or None)
+            vms = self.cluster.list_vms(self._namespace(), selector or None)
         except ApiException as exc:
             if is_status(exc, 400) and selector:
                 raise PlacementError("invalid label_selectors %r: %s"
@@ -391,15 +388,13 @@ class Placement:
             if patch is None:
                 return changes, None
             try:
-                self.reader.custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, VMS, name, patch,
-                                                                  field_manager=self.params["field_manager"],
-                                                                  _preload_content=False)
+                self.cluster.patch_vm(namespace, name, patch, field_manager=self.params["field_manager"])
                 return changes, None
             except ApiException as exc:
                 if not is_status(exc, 409) or attempt == retries:
                     return changes, api_error_message(exc)
                 try:
-                    vm = self.reader.get_vm(namespace, name)
+                    vm = self.cluster.get_vm(namespace, name)
                 except ApiException as again:
                     return changes, api_error_message(again)
                 if vm is None:
@@ -416,12 +411,12 @@ class Placement:
             vms = [vm for vm in vms if vm["metadata"]["name"] in wanted]
             missing = sorted(wanted - set(vm["metadata"]["name"] for vm in vms))
         changing = [vm for vm in vms if plan(vm, self.params)[0] is not None]
-        cr = read_kubevirt_cr(self.reader, self.warnings.append, ": assuming every change needs a restart and "
-                                                                 "KubeVirt's default evictionStrategy (None)")
+        cr = read_kubevirt_cr(self.cluster, self.warnings.append, ": assuming every change needs a restart and "
+                                                                  "KubeVirt's default evictionStrategy (None)")
         live = live_updated_fields(cr)
         vmis = {}
         if changing:
-            for vmi in self.reader.list_vmis(self._namespace()):
+            for vmi in self.cluster.list_vmis(self._namespace()):
                 vmis[(vmi["metadata"]["namespace"], vmi["metadata"]["name"])] = vmi
         planned, verdicts = self.plan_each(changing, vmis, cluster_eviction_strategy(cr), "evict" in live)
         outcomes = []

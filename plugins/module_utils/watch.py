@@ -9,6 +9,8 @@ a transient error (is_transient: a connection error, or HTTP 429, 500, 502, 503,
 watched objects are read again (a GET of one object or a LIST of a label selector: the
 caller's resync) and the watch resumes from what that read returned, after a backoff
 (Backoff) for errors. Deadlines are on the monotonic clock; clock and sleep are injectable.
+The streams, the GETs and the LISTs are the cluster object's (cluster.py: Cluster.watch_kubevirt,
+get_kubevirt, snapshot_kubevirt); this module holds the policy only.
 
 ResumableWatch is the mechanism; ObjectWatcher follows one object to a predicate with it,
 and the evacuation's MigrationBatch follows a whole run of migrations with it.
@@ -21,18 +23,13 @@ __metaclass__ = type
 import time
 
 try:
-    from kubernetes import watch as k8s_watch
-except ImportError:  # reported by AnsibleK8SModule's requirement check
-    k8s_watch = None
-
-try:
     from urllib3.exceptions import HTTPError as Urllib3HTTPError
 except ImportError:
     class Urllib3HTTPError(Exception):
         pass
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import ApiException, is_status
-from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import GROUP, VERSION, VMIMS, is_final
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import VMIMS, is_final
 
 # Errors after which the watched objects are read again, after a backoff.
 TRANSIENT_STATUSES = (429, 500, 502, 503, 504)
@@ -75,14 +72,15 @@ class Backoff:
 
 
 class ResumableWatch:
-    """A watch on one list call (e.g. list_namespaced_custom_object with a field or label selector) that is
-    resumed from the last resourceVersion seen, whatever happens to its streams."""
+    """A watch on kubevirt.io/v1 objects of one kind (`plural`) in `namespace` (None: all namespaces), narrowed by a
+    field or label selector, through the cluster object (Cluster.watch_kubevirt), resumed from the last
+    resourceVersion seen, whatever happens to its streams."""
 
-    def __init__(self, list_call, list_args, selector, watch_factory=None, sleep=time.sleep):
-        self.list_call = list_call
-        self.list_args = tuple(list_args)
-        self.selector = dict(selector)       # {"field_selector": ...} or {"label_selector": ...}
-        self.watch_factory = watch_factory or k8s_watch.Watch
+    def __init__(self, cluster, plural, namespace, selector, sleep=time.sleep):
+        self.cluster = cluster
+        self.plural = plural
+        self.namespace = namespace
+        self.selector = dict(selector)       # {"field_selector": ...}, {"label_selector": ...} or {}
         self.backoff = Backoff(sleep)
         self.streams = 0       # watch streams opened
         self.resyncs = 0       # reads of the watched objects (the first one included)
@@ -116,11 +114,9 @@ class ResumableWatch:
             if remaining() <= 0:
                 yield EXPIRED, None
             window = max(1, min(int(remaining()) + 1, WATCH_WINDOW_SECONDS))
-            stream = self.watch_factory()
             self.streams += 1
-            events = stream.stream(self.list_call, *self.list_args, resource_version=resource_version,
-                                   allow_watch_bookmarks=True, timeout_seconds=window,
-                                   _request_timeout=(10, window + 15), **self.selector)
+            events = self.cluster.watch_kubevirt(self.plural, self.namespace, resource_version, window,
+                                                 **self.selector)
             try:
                 for event in events:
                     etype = event.get("type")
@@ -143,7 +139,6 @@ class ResumableWatch:
                     self.backoff.pause(remaining())
                 need_sync = True
             finally:
-                stream.stop()
                 close = getattr(events, "close", None)
                 if close is not None:
                     close()
@@ -159,17 +154,15 @@ class WaitTimeout(Exception):
 class ObjectWatcher:
     """Follows one kubevirt.io/v1 object (a VMIM by default) to a predicate through a ResumableWatch on its name."""
 
-    def __init__(self, custom, namespace, name, plural=VMIMS, watch_factory=None, sleep=time.sleep,
-                 clock=time.monotonic):
-        self.custom = custom
+    def __init__(self, cluster, namespace, name, plural=VMIMS, sleep=time.sleep, clock=time.monotonic):
+        self.cluster = cluster
         self.namespace = namespace
         self.name = name
         self.plural = plural
         self.clock = clock
         self.last = None
         self.deleted = False
-        self.watch = ResumableWatch(custom.list_namespaced_custom_object, (GROUP, VERSION, namespace, plural),
-                                    {"field_selector": "metadata.name=%s" % name}, watch_factory, sleep)
+        self.watch = ResumableWatch(cluster, plural, namespace, {"field_selector": "metadata.name=%s" % name}, sleep)
 
     @property
     def reconnects(self):
@@ -177,13 +170,10 @@ class ObjectWatcher:
         return self.watch.reconnects
 
     def _get(self):
-        try:
-            obj = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, self.plural, self.name)
-        except ApiException as exc:
-            if is_status(exc, 404):
-                self.deleted = True
-                return None, None
-            raise
+        obj = self.cluster.get_kubevirt(self.plural, self.namespace, self.name)
+        if obj is None:
+            self.deleted = True
+            return None, None
         self.last = obj
         return obj["metadata"].get("resourceVersion"), obj
 

@@ -119,10 +119,10 @@ QUERY_SPEC = dict(
 
 
 class ObjectsInfo:
-    """Each query through the reader's one generic read (ClusterReader.objects), in order."""
+    """Each query through the cluster's one generic read (Cluster.objects), in order."""
 
-    def __init__(self, reader, params, check_mode=False, diff=False):
-        self.reader = reader
+    def __init__(self, cluster, params, check_mode=False, diff=False):
+        self.cluster = cluster
         self.queries = params["queries"]
         self.warnings = []
         self.result = {"changed": False}
@@ -130,9 +130,9 @@ class ObjectsInfo:
     def run(self):
         results = []
         for query in self.queries:
-            found = self.reader.objects(query["api_version"], query["kind"], namespace=query.get("namespace"),
-                                        name=query.get("name"),
-                                        label_selector=",".join(query.get("label_selectors") or []) or None)
+            found = self.cluster.objects(query["api_version"], query["kind"], namespace=query.get("namespace"),
+                                         name=query.get("name"),
+                                         label_selector=",".join(query.get("label_selectors") or []) or None)
             for obj in found or []:
                 for path in query.get("hidden_fields") or []:
                     hide(obj, path.split("."))

@@ -19,8 +19,10 @@ description:
     C(LiveMigratable) condition is C(True) (otherwise it quotes KubeVirt's reason), that no other migration going
     elsewhere is in flight, and which nodes could take the VMI. A node is a candidate when it satisfies the VMI's
     nodeSelector, required node affinity and tolerations, is not cordoned, matches the added selector, is not the
-    source node and has room for the launcher pod's requests. With no candidate it fails and says, for the nearest nodes, why each
-    was rejected.
+    source node and has room for the launcher pod's requests. With no candidate it fails and says why the node it
+    names (O(target_node)) cannot take the VMI, or else why each of the nearest nodes was rejected.
+    M(vmsched.kubevirt.vmi_evacuation) and M(vmsched.kubevirt.vm_rebalance) make the same preflight, with the same
+    messages.
   - A user who may not list nodes or pods (for example one bound only to the ClusterRole C(kubevirt.io:migrate))
     gets these checks skipped with a warning; KubeVirt and the scheduler still enforce them. A user who may not
     read the VMI either gets the VMI checks skipped too.

@@ -343,8 +343,9 @@ def test_wait_survives_watch_disconnects(kv, api_client, namespace, wait):
     with the right result. Injected at the client level: restarting the shared API server would disturb
     other users of the local control plane."""
     from urllib3.exceptions import ProtocolError
-    from kubernetes import watch
+    from kubernetes import dynamic, watch
 
+    from ansible_collections.vmsched.kubevirt.plugins.module_utils.cluster import Cluster
     from ansible_collections.vmsched.kubevirt.plugins.module_utils.watch import ObjectWatcher
 
     start_vm(kv, namespace, "vm", wait, annotations={"sim.vmsched.kubevirt.io/migration-seconds": "2"})
@@ -360,7 +361,7 @@ def test_wait_survives_watch_disconnects(kv, api_client, namespace, wait):
                 if n == 0:
                     raise ProtocolError("Connection broken: injected")
 
-    watcher = ObjectWatcher(client.CustomObjectsApi(api_client), namespace, "m", watch_factory=Flaky)
+    watcher = ObjectWatcher(Cluster(dynamic.DynamicClient(api_client), watch_factory=Flaky), namespace, "m")
     final = watcher.wait(120)
     assert final["status"]["phase"] == "Succeeded"
     assert watcher.reconnects >= 1 and Flaky.streams >= 2
@@ -400,7 +401,7 @@ def test_a_node_whose_cpu_kubevirt_will_not_use_is_refused_naming_the_model(kv, 
     assert vmi["status"]["nodeName"] == "node02", "the preferred node02 was not chosen; the premise fails"
     rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "target_node": "node01",
                                       "unschedulable_timeout": 10})
-    assert rc != 0 and "no node can take" in res["msg"], res
+    assert rc != 0 and "target node node01 cannot take" in res["msg"], res
     assert "host-model Cascadelake-Server" in res["msg"] and "tsx-ctrl" in res["msg"], res["msg"]
     assert kv.list(VMIMS, namespace) == []
     # The other Cascade Lake node is fine.
@@ -435,8 +436,9 @@ def test_preflight_fits_the_launcher_pod_not_the_vm(kv, core, kubeconfig, namesp
             resources=client.V1ResourceRequirements(requests={"memory": str(int(filler))}))])))
     rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "target_node": "node04",
                                       "unschedulable_timeout": 10})
-    assert rc != 0 and "no node can take" in res["msg"], res
-    assert "node04: insufficient memory" in res["msg"], res["msg"]
+    assert rc != 0 and "target node node04 cannot take" in res["msg"], res
+    assert "node04 cannot take VirtualMachineInstance %s/vm now: insufficient memory" % namespace in res["msg"], \
+        res["msg"]
     assert kv.list(VMIMS, namespace) == []
 
 

@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""An in-memory cluster for the engines' unit tests: the ClusterReader interface, the CustomObjectsApi and
-CoreV1Api calls the engines write with, and a watch that plays KubeVirt's part (a migration ends when it is
-watched: Succeeded on the node its selector names, else on `land_on`, or Failed for VMIs listed in `fail`)."""
+"""An in-memory cluster for the engines' unit tests: the interface of the cluster object (module_utils/cluster.py),
+reads, writes and a watch that plays KubeVirt's part (a migration ends when it is watched: Succeeded on the node its
+selector names, else on `land_on`, or Failed for VMIs listed in `fail`)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -15,6 +15,7 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import KubeVirtError
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.cluster import Cluster
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import VMIMS, VMIS, VMS, in_flight
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -105,9 +106,11 @@ def vmim(rv, phase=None, name="mig"):
     return obj
 
 
-class FakeCluster:
-    """The cluster. `forbidden`: reader methods answering 403. `prune_added_node_selector`: an API server that
-    drops spec.addedNodeSelector (KubeVirt older than 1.6). `fail`: VMI name -> failureReason (None: the
+class FakeCluster(Cluster):
+    """The cluster object with the API server in memory: get_vm, get_vmi and get_vmim are the real ones, over the
+    fake's get_kubevirt; any other call the fake does not make fails (the real object's clients are absent).
+    `forbidden`: the methods answering 403 (get_<plural> for get_kubevirt). `prune_added_node_selector`: an API
+    server that drops spec.addedNodeSelector (KubeVirt older than 1.6). `fail`: VMI name -> failureReason (None: the
     reason only in a Warning event). `stuck`: VMI names whose migrations never end. `land_on`: the target
     node of a migration without a hostname in its selector. `namespaces`: the namespaces that exist (None: any).
     `metrics`: metrics.k8s.io's NodeMetrics items (None: the API is not served)."""
@@ -135,7 +138,6 @@ class FakeCluster:
         self.writes = []
         self.in_flight_at_create = []   # for each VMIM created: the migrations then in flight, the new one included
         self.clock = [0.0]
-        self.custom = FakeCustom(self)
 
     # --- bookkeeping ----------------------------------------------------------------------------------------
 
@@ -156,21 +158,19 @@ class FakeCluster:
         if what in self.forbidden:
             raise forbidden()
 
-    # --- the ClusterReader interface --------------------------------------------------------------------
+    # --- the cluster object's reads -------------------------------------------------------------------------
 
-    def _get(self, plural, namespace, name):
+    def get_kubevirt(self, plural, namespace, name):
         self._check("get_" + plural)
         obj = self.objects.get((plural, namespace, name))
         return copy.deepcopy(obj) if obj else None
 
-    def get_vm(self, namespace, name):
-        return self._get(VMS, namespace, name)
-
-    def get_vmi(self, namespace, name):
-        return self._get(VMIS, namespace, name)
-
-    def get_vmim(self, namespace, name):
-        return self._get(VMIMS, namespace, name)
+    def snapshot_kubevirt(self, plural, namespace=None, label_selector=None, field_selector=None):
+        items = self.items(plural, namespace)
+        if label_selector:
+            key, value = label_selector.split("=")
+            items = [i for i in items if (i["metadata"].get("labels") or {}).get(key) == value]
+        return str(self.rv), items
 
     def list_vms(self, namespace=None, label_selector=None):
         return self.items(VMS, namespace)
@@ -222,11 +222,42 @@ class FakeCluster:
     def events_for(self, namespace, kind, name, uid=None):
         return [e for e in self.events if e["involvedObject"]["name"] == name]
 
-    def patch_node(self, name, body):
+    # --- the cluster object's writes ------------------------------------------------------------------------
+
+    def create_vmim(self, namespace, body):
+        obj = copy.deepcopy(body)
+        name = obj["metadata"].get("name") or "%s%05d" % (obj["metadata"]["generateName"], self.rv)
+        obj["metadata"].update(name=name, namespace=namespace, uid="uid-%s" % name,
+                               creationTimestamp="2026-01-01T00:00:00Z")
+        if in_flight(self.list_vmims(namespace, obj["spec"]["vmiName"])):
+            raise ApiException(status=422, reason="Unprocessable Entity")
+        if self.prune:
+            obj["spec"].pop("addedNodeSelector", None)
+        obj["status"] = {}
+        self.in_flight_at_create.append(1 + sum(1 for m in self.items(VMIMS) if (m.get("status") or {})
+                                                .get("phase") not in ("Succeeded", "Failed")))
+        self.writes.append(("create", VMIMS, name))
+        return copy.deepcopy(self.put(VMIMS, obj))
+
+    def delete_vmim(self, namespace, name):
+        self.writes.append(("delete", VMIMS, name))
+        return self.objects.pop((VMIMS, namespace, name), None) is not None
+
+    def patch_vm(self, namespace, name, patch, field_manager=None):
+        self.writes.append(("patch", VMS, name))
+        obj = apply(self.objects[(VMS, namespace, name)], patch)
+        if (obj["spec"].get("template") or {}).get("spec", {}).get("nodeSelector") is not None:
+            # vmRolloutStrategy LiveUpdate: the VMI follows the VM's nodeSelector.
+            vmi_obj = self.objects.get((VMIS, namespace, name))
+            if vmi_obj is not None:
+                vmi_obj["spec"]["nodeSelector"] = dict(obj["spec"]["template"]["spec"]["nodeSelector"])
+        return copy.deepcopy(self.put(VMS, obj))
+
+    def patch_node(self, name, patch):
         self.writes.append(("patch", "nodes", name))
         for item in self._nodes:
             if item["metadata"]["name"] == name:
-                item.update(apply(item, body))
+                item.update(apply(item, patch))
 
     # --- KubeVirt's part ------------------------------------------------------------------------------------
 
@@ -256,104 +287,31 @@ class FakeCluster:
             {"phase": phase, "phaseTransitionTimestamp": "2026-01-01T00:00:07Z"}]}
         return self.put(VMIMS, vmim)
 
-    def watch(self):
-        return FakeWatch(self)
-
-
-class FakeCustom:
-    def __init__(self, cluster):
-        self.cluster = cluster
-
-    def create_namespaced_custom_object(self, group, version, namespace, plural, body):
-        cluster = self.cluster
-        obj = copy.deepcopy(body)
-        name = obj["metadata"].get("name") or "%s%05d" % (obj["metadata"]["generateName"], cluster.rv)
-        obj["metadata"].update(name=name, namespace=namespace, uid="uid-%s" % name,
-                               creationTimestamp="2026-01-01T00:00:00Z")
-        if plural == VMIMS:
-            if in_flight(cluster.list_vmims(namespace, obj["spec"]["vmiName"])):
-                raise ApiException(status=422, reason="Unprocessable Entity")
-            if cluster.prune:
-                obj["spec"].pop("addedNodeSelector", None)
-            obj["status"] = {}
-            cluster.in_flight_at_create.append(1 + sum(1 for m in cluster.items(VMIMS) if (m.get("status") or {})
-                                                       .get("phase") not in ("Succeeded", "Failed")))
-        cluster.writes.append(("create", plural, name))
-        return copy.deepcopy(cluster.put(plural, obj))
-
-    def delete_namespaced_custom_object(self, group, version, namespace, plural, name):
-        self.cluster.writes.append(("delete", plural, name))
-        if self.cluster.objects.pop((plural, namespace, name), None) is None:
-            raise ApiException(status=404, reason="Not Found")
-
-    def patch_namespaced_custom_object(self, group, version, namespace, plural, name, body, **kwargs):
-        cluster = self.cluster
-        cluster.writes.append(("patch", plural, name))
-        obj = apply(cluster.objects[(plural, namespace, name)], body)
-        if plural == VMS and (obj["spec"].get("template") or {}).get("spec", {}).get("nodeSelector") is not None:
-            # vmRolloutStrategy LiveUpdate: the VMI follows the VM's nodeSelector.
-            vmi_obj = cluster.objects.get((VMIS, namespace, name))
-            if vmi_obj is not None:
-                vmi_obj["spec"]["nodeSelector"] = dict(obj["spec"]["template"]["spec"]["nodeSelector"])
-        return copy.deepcopy(cluster.put(plural, obj))
-
-    def get_namespaced_custom_object(self, group, version, namespace, plural, name):
-        obj = self.cluster.objects.get((plural, namespace, name))
-        if obj is None:
-            raise ApiException(status=404, reason="Not Found")
-        return copy.deepcopy(obj)
-
-    def list_namespaced_custom_object(self, group, version, namespace, plural, label_selector=None, **kwargs):
-        return self._list(plural, namespace, label_selector)
-
-    def list_cluster_custom_object(self, group, version, plural, label_selector=None, **kwargs):
-        return self._list(plural, None, label_selector)
-
-    def _list(self, plural, namespace, label_selector):
-        items = self.cluster.items(plural, namespace)
-        if label_selector:
-            key, value = label_selector.split("=")
-            items = [i for i in items if (i["metadata"].get("labels") or {}).get(key) == value]
-        return {"metadata": {"resourceVersion": str(self.cluster.rv)}, "items": items}
-
-
-class FakeWatch:
-    """A watch stream that ends the watched migrations (all of them for a label selector, the oldest first;
-    the named one for a field selector), except stuck ones; a VMI is followed as it is. A stuck wait moves the
-    clock by the stream's window, as a server-side timeout would."""
-
-    def __init__(self, cluster):
-        self.cluster = cluster
-
-    def stream(self, func, group, version, *args, **kwargs):
-        cluster = self.cluster
-        namespace = args[0] if len(args) == 2 else None
-        plural = args[-1]
+    def watch_kubevirt(self, plural, namespace, resource_version, window, label_selector=None, field_selector=None):
+        """A watch stream that ends the watched migrations (all of them for a label selector, the oldest first;
+        the named one for a field selector), except stuck ones; a VMI is followed as it is. A stuck wait moves the
+        clock by the stream's window, as a server-side timeout would."""
         if plural == VMIS:
-            name = kwargs["field_selector"].split("=", 1)[1]
-            yield {"type": "MODIFIED", "raw_object": copy.deepcopy(cluster.objects[(VMIS, namespace, name)])}
+            name = field_selector.split("=", 1)[1]
+            yield {"type": "MODIFIED", "raw_object": copy.deepcopy(self.objects[(VMIS, namespace, name)])}
             return
         while True:
-            if "field_selector" in kwargs:
-                keys = [(VMIMS, namespace, kwargs["field_selector"].split("=", 1)[1])]
+            if field_selector:
+                keys = [(VMIMS, namespace, field_selector.split("=", 1)[1])]
             else:
-                keys = sorted((k for k in cluster.objects if k[0] == VMIMS and namespace in (None, k[1])),
-                              key=lambda k: int(cluster.objects[k]["metadata"]["resourceVersion"]))
-            pending = [k for k in keys if k in cluster.objects and cluster.objects[k]["spec"]["vmiName"]
-                       not in cluster.stuck and (cluster.objects[k].get("status") or {}).get("phase")
+                keys = sorted((k for k in self.objects if k[0] == VMIMS and namespace in (None, k[1])),
+                              key=lambda k: int(self.objects[k]["metadata"]["resourceVersion"]))
+            pending = [k for k in keys if k in self.objects and self.objects[k]["spec"]["vmiName"]
+                       not in self.stuck and (self.objects[k].get("status") or {}).get("phase")
                        not in ("Succeeded", "Failed")]
             if not pending:
                 break
-            yield {"type": "MODIFIED", "raw_object": copy.deepcopy(cluster.end(cluster.objects[pending[0]]))}
-        cluster.clock[0] += kwargs["timeout_seconds"]
-
-    def stop(self):
-        pass
+            yield {"type": "MODIFIED", "raw_object": copy.deepcopy(self.end(self.objects[pending[0]]))}
+        self.clock[0] += window
 
 
 def wire(migrator, cluster):
-    """Point a VmiMigrator's watches, sleeps and clock at the fake cluster."""
-    migrator.watch_factory = cluster.watch
+    """Point a VmiMigrator's sleeps and clock at the fake cluster."""
     migrator.clock = lambda: cluster.clock[0]
 
     def sleep(seconds):

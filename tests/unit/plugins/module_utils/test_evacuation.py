@@ -210,7 +210,7 @@ def test_a_migration_with_a_selector_of_its_own_is_adopted_only_when_it_goes_whe
     assert other["failure_reason"] == (
         "another migration of ns/other is in flight: VMIM m-other (phase Running, selector {'zone': 'c'}), created "
         "by someone else; it goes elsewhere than this job wants (off node n1, selector {'zone': 'b'}); wait for it, "
-        "or cancel it with vmsched.kubevirt.vmi_migration and state=absent")
+        "cancel it with vmsched.kubevirt.vmi_migration and state=absent, or ask for its selector to attach to it")
     assert msg.startswith("1 of 3 VMI(s) could not be moved: ns/other: another migration")
     assert [w for w in fake.writes if w[0] == "create"] == []
     # With target_nodes, a hostname among them is where the run wants it; another is not.
@@ -248,13 +248,13 @@ def test_kubevirts_evacuation_starting_after_the_preflight_is_adopted():
     """A VMI whose pod was evicted (virt-api marked it) before KubeVirt created its VMIM: the run's create is
     refused (another migration in flight), and the run adopts KubeVirt's instead."""
     fake = cluster([evacuated(v) for v in on_n1("a")])
-    create = fake.custom.create_namespaced_custom_object
+    create = fake.create_vmim
 
-    def kubevirt_first(group, version, namespace, plural, body):
-        if plural == VMIMS and not fake.vmims():
+    def kubevirt_first(namespace, body):
+        if not fake.vmims():
             fake.put(VMIMS, evacuation_vmim("a"))
-        return create(group, version, namespace, plural, body)
-    fake.custom.create_namespaced_custom_object = kubevirt_first
+        return create(namespace, body)
+    fake.create_vmim = kubevirt_first
     engine = run(fake, node="n1")
     [entry] = engine.result["vmis"]
     assert (entry["status"], entry["adopted"], entry["migration"]["name"]) == \

@@ -13,6 +13,7 @@ import json
 import pytest
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils import migration as m
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import VMS
 
 from .kubevirt_fakes import (
     FakeCluster,
@@ -124,6 +125,40 @@ def test_the_reasons_read_the_same_in_both_modules():
     assert m.not_running(vmi("web", "n1", phase=None)) == \
         "without a phase, not Running: only a running VMI can migrate"
     assert m.selector_conflict(vmi("web", "n1", node_selector={"zone": "a"}), {"zone": "a"}) is None
+
+
+def test_the_one_preflight_checks_in_kubevirts_order_and_words_each_problem_once():
+    """VmiMigrator.preflight, which vmi_migration, vmi_evacuation and vm_rebalance all call: the first problem ends
+    it, as a reason for a list of VMIs (problem) and as a sentence naming the VMI (message)."""
+    def checked(the_vmi=None, selector=None, vmims=(), **options):
+        fake = cluster(the_vmi)
+        migrator = m.VmiMigrator(fake, lambda msg: None)
+        the_vmi = the_vmi or vmi("web", "n1")
+        return migrator.preflight("ns", "web", the_vmi, selector or {}, list(vmims), **options)
+
+    stopped = checked(vmi("web", "n1", phase="Scheduling", migratable="DisksNotLiveMigratable"))
+    assert stopped.problem == "Scheduling, not Running: only a running VMI can migrate"
+    assert stopped.message == "VirtualMachineInstance ns/web is " + stopped.problem and stopped.results is None
+    conflict = checked(selector={"zone": "b"}, vmims=[in_flight_vmim({"zone": "c"})])
+    assert conflict.problem == conflict.message and conflict.problem.endswith(m.CONFLICT_ADVICE)
+    followed = checked(selector={"zone": "b"}, vmims=[in_flight_vmim({"zone": "b"})])
+    assert followed.problem is None and followed.in_flight.verdict == m.ATTACH and followed.results is None
+    not_followed = checked(selector={"zone": "b"}, vmims=[in_flight_vmim({"zone": "b"})], follow=False)
+    assert not_followed.problem == ("another migration of ns/web is in flight: VMIM theirs (phase Running, "
+                                    "selector {'zone': 'b'}), created by someone else")
+    in_place = checked(vmi("web", "n1", migratable="DisksNotLiveMigratable"), in_place=lambda the_vmi: True)
+    assert in_place.in_place and in_place.problem is None and in_place.results is None
+    assert checked(nodes=False).candidates is None
+    fits = checked(selector={"zone": "b"})
+    assert fits.problem is None and fits.candidates == ["n2"] and fits.resources_checked
+    only = checked(hosts=["n3", "n4"], avoid="n1")
+    assert only.no_fit and only.candidates == [] and only.problem.startswith(
+        "no node can take it where this job wants it (off node n1, on one of n3, n4). Nearest nodes: n3: ")
+    assert only.message.startswith("no node can take VirtualMachineInstance ns/web where this job wants it")
+    target = checked(selector={"kubernetes.io/hostname": "n4"})
+    assert target.problem == "target node n4 cannot take it now: untolerated taint gpu=yes:NoSchedule"
+    assert target.message == "target node n4 cannot take VirtualMachineInstance ns/web now: untolerated taint " \
+        "gpu=yes:NoSchedule"
 
 
 def test_no_candidate_names_the_nearest_nodes_and_why():
@@ -383,12 +418,12 @@ def test_a_dropped_added_node_selector_deletes_the_vmim_at_once():
 
 def test_vm_node_selector_goes_through_the_vm_and_restores_it():
     fake = cluster(cr=kubevirt_cr("v1.5.3", rollout="LiveUpdate"))
-    fake.objects[(m.VMS, "ns", "web")]["spec"]["template"]["spec"]["nodeSelector"] = {"keep": "me"}
+    fake.objects[(VMS, "ns", "web")]["spec"]["template"]["spec"]["nodeSelector"] = {"keep": "me"}
     engine = run(fake, target_node="n2", strategy="vm_node_selector")
     assert engine.result["target_node"] == "n2" and engine.result["strategy"] == "vm_node_selector"
     assert engine.result["vm_node_selector"] == {"original": {"keep": "me"}, "restored": True,
                                                  "vmi_patched_directly": False}
-    assert fake.objects[(m.VMS, "ns", "web")]["spec"]["template"]["spec"]["nodeSelector"] == {"keep": "me"}
+    assert fake.objects[(VMS, "ns", "web")]["spec"]["template"]["spec"]["nodeSelector"] == {"keep": "me"}
     [created] = fake.vmims()
     assert "addedNodeSelector" not in created["spec"]
     assert m.selector_of(created) == {"kubernetes.io/hostname": "n2"}
@@ -404,11 +439,11 @@ def test_vm_node_selector_goes_through_the_vm_and_restores_it():
 def test_vm_node_selector_refuses_before_any_write_when_kubevirt_would_not_carry_it(cr, condition, expected):
     fake = cluster(cr=cr)
     if condition:
-        fake.objects[(m.VMS, "ns", "web")]["status"] = {"conditions": [condition]}
-    before = copy.deepcopy(fake.objects[(m.VMS, "ns", "web")])
+        fake.objects[(VMS, "ns", "web")]["status"] = {"conditions": [condition]}
+    before = copy.deepcopy(fake.objects[(VMS, "ns", "web")])
     _engine, message = failing(fake, target_node="n2", strategy="vm_node_selector")
     assert expected in message and "Nothing was changed" in message
-    assert fake.objects[(m.VMS, "ns", "web")] == before and fake.vmims() == []
+    assert fake.objects[(VMS, "ns", "web")] == before and fake.vmims() == []
 
 
 # --- creating, waiting, the result ---------------------------------------------------------------------------------

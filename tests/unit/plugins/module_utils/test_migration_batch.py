@@ -14,7 +14,8 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.migration import 
 
 
 class FakeCluster:
-    """VMIMs in memory; each watch event finishes the oldest unfinished one (Failed for names in `fail`)."""
+    """The cluster object's VMIMs in memory; each watch event finishes the oldest unfinished one (Failed for names in
+    `fail`)."""
 
     def __init__(self, fail=(), break_after=None):
         self.objects = {}
@@ -30,7 +31,7 @@ class FakeCluster:
     def unfinished(self):
         return [k for k in self.order if self.objects[k]["status"].get("phase") not in ("Succeeded", "Failed")]
 
-    def create_namespaced_custom_object(self, group, version, namespace, plural, body):
+    def create_vmim(self, namespace, body):
         self.rv += 1
         name = "%s-%d" % (body["spec"]["vmiName"], self.rv)
         obj = dict(body, metadata=dict(body["metadata"], name=name, namespace=namespace,
@@ -44,44 +45,34 @@ class FakeCluster:
         self.peak_per_node[node] = max(self.peak_per_node.get(node, 0), on_node)
         return obj
 
-    def list_namespaced_custom_object(self, group, version, namespace, plural, label_selector=None, **kwargs):
+    def snapshot_kubevirt(self, plural, namespace=None, label_selector=None, field_selector=None):
         self.lists += 1
         self.label_selectors.add(label_selector)
-        return {"metadata": {"resourceVersion": str(self.rv)}, "items": [self.objects[k] for k in self.order]}
+        return str(self.rv), [self.objects[k] for k in self.order]
 
-    def delete_namespaced_custom_object(self, group, version, namespace, plural, name):
+    def delete_vmim(self, namespace, name):
         self.objects.pop((namespace, name))
         self.order.remove((namespace, name))
+        return True
 
-
-class FakeWatch:
-    streams = 0
-
-    def __init__(self, cluster):
-        self.cluster = cluster
-
-    def stream(self, func, *args, **kwargs):
-        FakeWatch.streams += 1
-        self.cluster.label_selectors.add(kwargs.get("label_selector"))
+    def watch_kubevirt(self, plural, namespace, resource_version, window, label_selector=None, field_selector=None):
+        self.label_selectors.add(label_selector)
         sent = 0
-        while self.cluster.unfinished():
-            if self.cluster.break_after is not None and sent == self.cluster.break_after:
-                self.cluster.break_after = None
+        while self.unfinished():
+            if self.break_after is not None and sent == self.break_after:
+                self.break_after = None
                 # finish one behind the watch's back: the re-list must notice it
-                key = self.cluster.unfinished()[0]
-                self.cluster.objects[key]["status"] = {"phase": "Succeeded"}
+                key = self.unfinished()[0]
+                self.objects[key]["status"] = {"phase": "Succeeded"}
                 raise ProtocolError("Connection broken: injected")
-            key = self.cluster.unfinished()[0]
-            obj = self.cluster.objects[key]
-            self.cluster.rv += 1
-            phase = "Failed" if obj["spec"]["vmiName"] in self.cluster.fail else "Succeeded"
+            key = self.unfinished()[0]
+            obj = self.objects[key]
+            self.rv += 1
+            phase = "Failed" if obj["spec"]["vmiName"] in self.fail else "Succeeded"
             obj["status"] = {"phase": phase}
-            obj["metadata"]["resourceVersion"] = str(self.cluster.rv)
+            obj["metadata"]["resourceVersion"] = str(self.rv)
             sent += 1
             yield {"type": "MODIFIED", "raw_object": obj}
-
-    def stop(self):
-        pass
 
 
 def jobs(spec):
@@ -94,14 +85,13 @@ def creator(cluster):
             raise m.BatchError("KubeVirt refused the migration: no")
         body = vmim_manifest(job["name"], labels={"run": "r1"})
         body["metadata"]["annotations"] = {"node": job["source_node"]}
-        return cluster.create_namespaced_custom_object("kubevirt.io", "v1", "ns", "x", body)
+        return cluster.create_vmim("ns", body)
     return create
 
 
 def batch(cluster, limit, per_node, stop_on_failure=False, watch_all=False):
     return m.MigrationBatch(cluster, "run=r1", limit, per_node, timeout=600, namespace="ns",
-                            stop_on_failure=stop_on_failure, watch_factory=lambda: FakeWatch(cluster),
-                            sleep=lambda s: None, watch_all=watch_all)
+                            stop_on_failure=stop_on_failure, sleep=lambda s: None, watch_all=watch_all)
 
 
 def test_never_more_than_the_caps_and_one_watch():
@@ -152,16 +142,15 @@ def test_a_broken_watch_is_resumed_after_a_relist():
 
 
 def test_timeout_cancels_the_migration():
-    cluster = FakeCluster()
     now = [0.0]
 
-    class StuckWatch(FakeWatch):
-        def stream(self, func, *args, **kwargs):
+    class StuckCluster(FakeCluster):
+        def watch_kubevirt(self, *args, **kwargs):
             now[0] += 1000
             return iter(())
 
-    runner = m.MigrationBatch(cluster, "run=r1", 2, 2, timeout=600, namespace="ns",
-                              watch_factory=lambda: StuckWatch(cluster), sleep=lambda s: None,
+    cluster = StuckCluster()
+    runner = m.MigrationBatch(cluster, "run=r1", 2, 2, timeout=600, namespace="ns", sleep=lambda s: None,
                               clock=lambda: now[0])
     work = jobs([("a0", "n1")])
     runner.run(work, creator(cluster))

@@ -16,7 +16,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.vmsched.kubevirt.plugins.module_utils import module_runner as mr
 from ansible_collections.vmsched.kubevirt.plugins.module_utils import rebalance as r
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import KubeVirtError
-from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import VMIMS, VMIS
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import VMIS
 from ansible_collections.vmsched.kubevirt.plugins.modules import vm_rebalance
 
 from .kubevirt_fakes import FakeCluster, engine_for, kubevirt_cr, launcher, node, vmi
@@ -180,7 +180,7 @@ def test_vms_that_may_not_move_are_skipped_with_the_reason():
         "n1-01": "not live-migratable: DisksNotLiveMigratable: PVC is not shared",
         "n1-02": "cooldown: migrated 600s ago, cooldown 3600s",
         "n1-04": "opted out of rebalancing",
-        "n1-05": "a migration of it has not ended: VMIM theirs (phase Scheduling)"}
+        "n1-05": "another migration of ns/n1-05 is in flight: VMIM theirs (phase Scheduling), created by someone else"}
     assert "n1-02" in [m["name"] for m in ran(fake, check_mode=True, cooldown=0).result["plan"]]
 
 
@@ -236,14 +236,14 @@ def test_old_kubevirt_fails_before_any_write_and_check_mode_warns():
 
 def hook_first_create(fake, change):
     """Call change() once, right after the first VMIM is created: what the cluster does while the run goes on."""
-    create = fake.custom.create_namespaced_custom_object
+    create = fake.create_vmim
 
-    def creating(group, version, namespace, plural, body):
-        created = create(group, version, namespace, plural, body)
-        if plural == VMIMS and len(fake.vmims()) == 1:
+    def creating(namespace, body):
+        created = create(namespace, body)
+        if len(fake.vmims()) == 1:
             change(created)
         return created
-    fake.custom.create_namespaced_custom_object = creating
+    fake.create_vmim = creating
 
 
 def test_each_move_is_checked_again_just_before_it_starts():

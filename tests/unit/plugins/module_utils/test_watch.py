@@ -15,47 +15,42 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils import watch as m
 from .kubevirt_fakes import vmim
 
 
-class FakeCustom:
-    def __init__(self, gets):
+class FakeCluster:
+    """The cluster object's GET of the object (answers `gets` in turn, the last one again) and its watch streams
+    (each plays the next of `scripts`, a list of events or exceptions, logging the resourceVersion it starts from)."""
+
+    def __init__(self, gets, scripts=None, log=None):
         self.gets = list(gets)
         self.get_calls = 0
+        self.scripts = scripts
+        self.log = log
 
-    def get_namespaced_custom_object(self, *args):
+    def get_kubevirt(self, *args):
         self.get_calls += 1
         item = self.gets.pop(0) if len(self.gets) > 1 else self.gets[0]
         if isinstance(item, Exception):
             raise item
         return item
 
-    def list_namespaced_custom_object(self, *args, **kwargs):
+    def snapshot_kubevirt(self, *args, **kwargs):
         raise AssertionError("the watch is faked")
 
-
-class FakeWatch:
-    """Each instance plays one script: a list of events or exceptions."""
-
-    def __init__(self, scripts, log):
-        self.script = scripts.pop(0)
-        self.log = log
-
-    def stream(self, func, *args, **kwargs):
-        self.log.append(kwargs.get("resource_version"))
-        for item in self.script:
+    def watch_kubevirt(self, plural, namespace, resource_version, window, **selector):
+        script = self.scripts.pop(0)
+        self.log.append(resource_version)
+        for item in script:
             if isinstance(item, Exception):
                 raise item
             yield item
 
-    def stop(self):
-        pass
 
-
-def watcher(custom, scripts, log):
+def watcher(cluster, scripts, log):
+    cluster.scripts, cluster.log = scripts, log
     clock = {"t": 0.0}
 
     def sleep(seconds):
         clock["t"] += seconds
-    return m.ObjectWatcher(custom, "ns", "mig", watch_factory=lambda: FakeWatch(scripts, log), sleep=sleep,
-                           clock=lambda: clock["t"])
+    return m.ObjectWatcher(cluster, "ns", "mig", sleep=sleep, clock=lambda: clock["t"])
 
 
 def ev(etype, obj):
@@ -64,7 +59,7 @@ def ev(etype, obj):
 
 def test_already_final_needs_no_watch():
     log = []
-    w = watcher(FakeCustom([vmim(5, "Succeeded")]), [], log)
+    w = watcher(FakeCluster([vmim(5, "Succeeded")]), [], log)
     assert w.wait(10)["status"]["phase"] == "Succeeded"
     assert log == []
 
@@ -77,35 +72,35 @@ def test_resumes_from_last_resource_version_after_disconnect_and_410():
         [ev("ERROR", {"kind": "Status", "code": 410})],                                # watch cache lost
         [ev("BOOKMARK", vmim(40)), ev("MODIFIED", vmim(41, "Running")), ev("MODIFIED", vmim(42, "Succeeded"))],
     ]
-    custom = FakeCustom([vmim(10, "Pending"), vmim(20, "Scheduled"), vmim(30, "Scheduled"), vmim(39, "Running")])
-    w = watcher(custom, scripts, log)
+    cluster = FakeCluster([vmim(10, "Pending"), vmim(20, "Scheduled"), vmim(30, "Scheduled"), vmim(39, "Running")])
+    w = watcher(cluster, scripts, log)
     final = w.wait(60)
     assert final["metadata"]["resourceVersion"] == "42" and final["status"]["phase"] == "Succeeded"
     # first watch from the initial GET; after each failure a fresh GET (re-list) gives the resume point
     assert log == ["10", "20", "30", "39"]
-    assert w.reconnects == 2 and custom.get_calls == 4
+    assert w.reconnects == 2 and cluster.get_calls == 4
 
 
 def test_a_normally_ended_stream_is_resumed_without_a_get():
     log = []
     scripts = [[ev("MODIFIED", vmim(11, "Running"))], [ev("MODIFIED", vmim(12, "Failed"))]]
-    custom = FakeCustom([vmim(10, "Pending")])
-    w = watcher(custom, scripts, log)
+    cluster = FakeCluster([vmim(10, "Pending")])
+    w = watcher(cluster, scripts, log)
     assert w.wait(60)["status"]["phase"] == "Failed"
-    assert log == ["10", "11"] and custom.get_calls == 1
+    assert log == ["10", "11"] and cluster.get_calls == 1
 
 
 def test_deleted_returns_none():
     log = []
-    w = watcher(FakeCustom([vmim(10, "Pending")]), [[ev("DELETED", vmim(11, "Running"))]], log)
+    w = watcher(FakeCluster([vmim(10, "Pending")]), [[ev("DELETED", vmim(11, "Running"))]], log)
     assert w.wait(60) is None and w.deleted
 
 
 def test_connection_errors_until_the_deadline_raise_timeout_with_last_seen():
     log = []
-    custom = FakeCustom([vmim(10, "Running"), ConnectionRefusedError("refused")])
+    cluster = FakeCluster([vmim(10, "Running"), ConnectionRefusedError("refused")])
     scripts = [[ProtocolError("cut")]]
-    w = watcher(custom, scripts, log)
+    w = watcher(cluster, scripts, log)
     with pytest.raises(m.WaitTimeout) as info:
         w.wait(3)
     assert info.value.last["status"]["phase"] == "Running"
@@ -113,7 +108,7 @@ def test_connection_errors_until_the_deadline_raise_timeout_with_last_seen():
 
 def test_other_api_errors_propagate():
     log = []
-    w = watcher(FakeCustom([vmim(10, "Running")]), [[ApiException(status=403)]], log)
+    w = watcher(FakeCluster([vmim(10, "Running")]), [[ApiException(status=403)]], log)
     with pytest.raises(ApiException):
         w.wait(3)
 
@@ -144,7 +139,7 @@ def test_transient_errors(exc, transient):
 
 def test_the_batch_and_the_object_watcher_share_one_watch():
     from ansible_collections.vmsched.kubevirt.plugins.module_utils.evacuation import MigrationBatch
-    batch = MigrationBatch(FakeCustom([vmim(1)]), "run=r1", 2, 2, timeout=60, namespace="ns")
+    batch = MigrationBatch(FakeCluster([vmim(1)]), "run=r1", 2, 2, timeout=60, namespace="ns")
     assert isinstance(batch.watch, m.ResumableWatch) and batch.watch.selector == {"label_selector": "run=r1"}
-    watcher = m.ObjectWatcher(FakeCustom([vmim(1)]), "ns", "mig")
+    watcher = m.ObjectWatcher(FakeCluster([vmim(1)]), "ns", "mig")
     assert watcher.watch.selector == {"field_selector": "metadata.name=mig"}

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""objects_info: each query read through ClusterReader.objects (discovery, then one GET or one list), in order;
+"""objects_info: each query read through Cluster.objects (discovery, then one GET or one list), in order;
 tests/integration/test_objects_info.py compares it with kubernetes.core.k8s_info on the local control plane."""
 
 from __future__ import absolute_import, division, print_function
@@ -13,12 +13,12 @@ import yaml
 from kubernetes.client.rest import ApiException
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
-from ansible_collections.vmsched.kubevirt.plugins.module_utils.cluster_reader import ClusterReader
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.cluster import Cluster
 from ansible_collections.vmsched.kubevirt.plugins.modules import objects_info
 
 
 class Resource:
-    """What discovery returns, as far as the reader uses it (kubernetes.dynamic.Resource)."""
+    """What discovery returns, as far as the cluster object uses it (kubernetes.dynamic.Resource)."""
 
     def __init__(self, api_version, kind, plural, namespaced):
         self.group_version, self.kind, self.plural, self.namespaced = api_version, kind, plural, namespaced
@@ -60,17 +60,17 @@ class FakeDynamic:
         return Response({"items": found} if isinstance(found, list) else found)
 
 
-def reader(objects):
-    instance = ClusterReader.__new__(ClusterReader)
-    instance.dynamic = FakeDynamic(objects)
+def cluster(objects):
+    instance = Cluster.__new__(Cluster)
+    instance._dynamic = FakeDynamic(objects)
     instance.page_size = None
     return instance
 
 
 def run(objects, *queries):
-    engine = objects_info.ObjectsInfo(reader(objects), {"queries": list(queries)})
+    engine = objects_info.ObjectsInfo(cluster(objects), {"queries": list(queries)})
     engine.run()
-    return engine.result, engine.reader.dynamic.requests
+    return engine.result, engine.cluster._dynamic.requests
 
 
 def query(api_version, kind, **more):

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for the one read path (plugins/module_utils/cluster_reader.py), the 401/403 rule
-(api_errors.py) and capability detection (kubevirt.py)."""
+"""Unit tests for the cluster object (plugins/module_utils/cluster.py), the 401/403 rule (api_errors.py) and
+capability detection (kubevirt.py)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -18,7 +18,7 @@ from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import
     is_forbidden,
     unless_forbidden,
 )
-from ansible_collections.vmsched.kubevirt.plugins.module_utils.cluster_reader import ClusterReader
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.cluster import Cluster
 
 from .kubevirt_fakes import FakeCluster, kubevirt_cr, launcher, vmi
 
@@ -45,22 +45,22 @@ class PagedApi:
         return Response({"metadata": {"continue": token}, "items": page})
 
 
-def reader(page_size=2):
-    instance = ClusterReader.__new__(ClusterReader)
+def cluster(page_size=2):
+    instance = Cluster.__new__(Cluster)
     instance.page_size = page_size
     return instance
 
 
 def test_lists_are_paged_until_the_continue_token_ends():
     api = PagedApi([{"n": i} for i in range(5)])
-    assert reader()._list(api.list, "kubevirt.io", label_selector="a=b") == [{"n": i} for i in range(5)]
+    assert cluster()._list(api.list, "kubevirt.io", label_selector="a=b") == [{"n": i} for i in range(5)]
     assert [c.get("_continue") for c in api.calls] == [None, "2", "4"]
     assert all(c["limit"] == 2 and c["label_selector"] == "a=b" for c in api.calls)
 
 
 def test_page_size_none_reads_a_list_in_one_call():
     api = PagedApi([{"n": i} for i in range(5)])
-    assert len(reader(None)._list(api.list)) == 5 and len(api.calls) == 1 and "limit" not in api.calls[0]
+    assert len(cluster(None)._list(api.list)) == 5 and len(api.calls) == 1 and "limit" not in api.calls[0]
 
 
 def test_a_missing_object_is_none_and_other_errors_propagate():
@@ -69,9 +69,9 @@ def test_a_missing_object_is_none_and_other_errors_propagate():
 
     def broken(*args, **kwargs):
         raise ApiException(status=500)
-    assert reader()._get(missing, "x") is None
+    assert cluster()._get(missing, "x") is None
     with pytest.raises(ApiException):
-        reader()._get(broken, "x")
+        cluster()._get(broken, "x")
 
 
 def test_unless_forbidden_skips_with_the_api_servers_message():
@@ -140,8 +140,8 @@ def test_the_source_pod_is_the_launcher_on_the_vmis_node():
 
 
 class Dynamic:
-    """The DynamicClient's request as the reader calls it: GET of a path, answered from `answers` (path -> items,
-    or an ApiException to raise)."""
+    """The DynamicClient's request as the cluster object calls it: GET of a path, answered from `answers` (path ->
+    items, or an ApiException to raise)."""
 
     def __init__(self, answers):
         self.answers = answers
@@ -157,8 +157,8 @@ class Dynamic:
 
 def test_pods_of_one_node_and_node_metrics():
     dynamic = Dynamic({"/api/v1/pods": [], "/apis/metrics.k8s.io/v1beta1/nodes": [{"metadata": {"name": "n1"}}]})
-    instance = reader(None)
-    instance.dynamic = dynamic
+    instance = cluster(None)
+    instance._dynamic = dynamic
     assert instance.active_pods(node="n1") == [] and instance.active_pods() == []
     assert [c[2]["field_selector"] for c in dynamic.calls] == [
         "status.phase!=Succeeded,status.phase!=Failed,spec.nodeName=n1", "status.phase!=Succeeded,status.phase!=Failed"]

@@ -1,6 +1,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The modules' one read path (plugins/module_utils/cluster_reader.py) against the real API server and KubeVirt:
-every read answers as the typed client does, through the client the installed kubernetes package has."""
+"""The modules' cluster object (plugins/module_utils/cluster.py) against the real API server and KubeVirt: every
+read answers as the typed client does, through the client the installed kubernetes package has."""
 from __future__ import annotations
 
 import os
@@ -9,11 +9,11 @@ import sys
 
 from kubernetes import client, dynamic
 
-from ansible_collections.vmsched.kubevirt.plugins.module_utils.cluster_reader import ClusterReader
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.cluster import Cluster
 
 
 def reader(api_client, page_size=2):
-    return ClusterReader(dynamic.DynamicClient(api_client), page_size=page_size)
+    return Cluster(dynamic.DynamicClient(api_client), page_size=page_size)
 
 
 def names(items):
@@ -60,8 +60,8 @@ def test_the_reader_imports_no_typed_core_api(kubeconfig):
     # CoreV1Api and AppsV1Api import every model class they name: 0.7 s of CPU per module run with kubernetes 37.
     probe = ("import sys\n"
              "from kubernetes import config, dynamic\n"
-             "from ansible_collections.vmsched.kubevirt.plugins.module_utils.module_runner import ClusterReader\n"
-             "read = ClusterReader(dynamic.DynamicClient(config.new_client_from_config(sys.argv[1])))\n"
+             "from ansible_collections.vmsched.kubevirt.plugins.module_utils.module_runner import Cluster\n"
+             "read = Cluster(dynamic.DynamicClient(config.new_client_from_config(sys.argv[1])))\n"
              "assert read.nodes() and read.namespace('default')\n"
              "read.active_pods(), read.deployments()  # a fresh cluster may have none of these\n"
              "print(sorted(m for m in sys.modules if m.endswith(('core_v1_api', 'apps_v1_api'))))\n")
