@@ -13,6 +13,7 @@ import time
 
 import pytest
 from kubernetes import client
+from virt_handler.versions import release  # tests/cluster, on sys.path (conftest.py)
 
 from .audit import AUDIT_LOG
 from .vms import (  # noqa: F401  pylint: disable=unused-import
@@ -89,6 +90,19 @@ def test_virt_handler_runs_as_its_own_identity_per_node(kv, kubevirt, api_client
     with pytest.raises(client.ApiException) as info:
         handler.replace_namespaced_custom_object("kubevirt.io", "v1", namespace, VMIS, "guarded", vmi)
     assert "Node restriction, virt-handler is only allowed to modify VMIs it owns" in info.value.body
+def test_hyperv_passthrough_is_not_live_migratable(kv, namespace, wait):
+    """vm.go calculateLiveMigrationCondition and calculateLiveStorageMigrationCondition (1.5 to 1.9)."""
+    domain = vm_manifest("hv")["spec"]["template"]["spec"]["domain"]
+    domain["features"] = {"hypervPassthrough": {"enabled": True}}
+    vmi = start_vm(kv, namespace, "hv", wait, spec_extra={"domain": domain})
+    migratable = cond(vmi, "LiveMigratable")
+    assert (migratable["status"], migratable["reason"], migratable["message"]) == \
+        ("False", "HypervPassthroughNotLiveMigratable", "VMI uses hyperv passthrough")
+    storage = cond(vmi, "StorageLiveMigratable")
+    assert (storage["status"], storage["reason"], storage["message"]) == \
+        ("False", "NotMigratable", "HypervPassthroughNotLiveMigratable: VMI uses hyperv passthrough")
+    expect_refused(kv, namespace, vmim_manifest("nope", "hv"),
+                   "Cannot migrate VMI, Reason: HypervPassthroughNotLiveMigratable, Message: VMI uses hyperv passthrough")
 
 
 def audit_events():
@@ -326,12 +340,12 @@ def test_second_migration_refused_while_one_is_in_flight(kv, namespace, wait):
                    "in-flight migration detected", first["metadata"]["uid"])
 
 
-def test_not_migratable_vmi_refused_with_its_reason(kv, namespace, wait):
+def test_not_migratable_vmi_refused_with_its_reason(kv, kubevirt, namespace, wait):
     """KubeVirt's default binding on the pod network, bridge, cannot live-migrate (virt-handler decides)."""
     vmi = start_vm(kv, namespace, "pinned", wait, interface="bridge")
     migratable = cond(vmi, "LiveMigratable")
-    assert (migratable["status"], migratable["reason"]) == ("False", "InterfaceNotLiveMigratable")
-    assert "cannot migrate VMI which does not use masquerade" in migratable["message"]
+    assert (migratable["status"], migratable["reason"], migratable["message"]) == \
+        ("False", "InterfaceNotLiveMigratable", release(kubevirt).interface_not_migratable)
     expect_refused(kv, namespace, vmim_manifest("nope", "pinned"),
                    "Cannot migrate VMI, Reason: InterfaceNotLiveMigratable, Message: cannot migrate VMI which "
                    "does not use masquerade")

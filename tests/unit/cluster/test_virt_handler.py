@@ -165,3 +165,124 @@ def test_a_migration_that_fails_and_one_that_is_aborted():
     assert (aborted["abortStatus"], aborted["failed"], aborted["completed"], aborted["failureReason"]) == \
         ("Succeeded", True, True, "Live migration has been aborted")
     assert "completed" not in mig.apply_step(running, "aborted", V16)["status"]["migrationState"]
+# --- LiveMigratable and StorageLiveMigratable: every check, in each release's order ---------------------------
+
+
+def shaped(**domain):
+    """A migratable VMI (masquerade, containerDisk) with more in spec.domain; spec keys prefixed spec_."""
+    new = vmi()
+    for key, value in domain.items():
+        if key.startswith("spec_"):
+            new["spec"][key[5:]] = value
+        else:
+            new["spec"]["domain"][key] = value
+    return new
+
+
+HYPERV_PASSTHROUGH = {"features": {"hypervPassthrough": {"enabled": True}}}
+REENLIGHTENMENT = {"features": {"hyperv": {"reenlightenment": {"enabled": True}}}}
+RESERVATION = {"devices": {"interfaces": [{"name": "default", "masquerade": {}}],
+                           "disks": [{"name": "root", "lun": {"reservation": True}}]}}
+TSC_MESSAGE = ("HyperV Reenlightenment VMIs cannot migrate when TSC Frequency is not exposed on the cluster: guest "
+               "timers might be inconsistent")
+
+
+@pytest.mark.parametrize("rel, domain, reason, message", [
+    (V19, HYPERV_PASSTHROUGH, "HypervPassthroughNotLiveMigratable", "VMI uses hyperv passthrough"),
+    (V16, HYPERV_PASSTHROUGH, "HypervPassthroughNotLiveMigratable", "VMI uses hyperv passthrough"),
+    (V15, HYPERV_PASSTHROUGH, "HypervPassthroughNotLiveMigratable", "VMI uses hyperv passthrough"),
+    (V19, {"launchSecurity": {"tdx": {}}}, "TDXNotLiveMigratable", "VMI uses TDX"),
+    (V19, {"launchSecurity": {"snp": {}}}, "SEVNotLiveMigratable", "VMI uses SEV"),
+    (V19, REENLIGHTENMENT, "NoTSCFrequencyNotLiveMigratable", TSC_MESSAGE),
+    (V15, REENLIGHTENMENT, "NoTSCFrequencyNotLiveMigratable", TSC_MESSAGE),
+    (V19, {"launchSecurity": {}, "spec_architecture": "s390x"}, "SecureExecutionNotLiveMigratable",
+     "VMI uses Secure Execution"),
+    (V16, {"launchSecurity": {}, "spec_architecture": "s390x"}, "SecureExecutionNotLiveMigratable",
+     "VMI uses Secure Execution"),
+    (V16, RESERVATION, "PersistentReservationNotLiveMigratable", "VMI uses SCSI persitent reservation"),
+    (V15, RESERVATION, "PersistentReservationNotLiveMigratable", "VMI uses SCSI persitent reservation"),
+])
+def test_every_check_of_virt_handler_makes_a_vmi_not_live_migratable(rel, domain, reason, message):
+    cond, _block = vmis.live_migration_condition(shaped(**domain), rel, "Skylake-Server-IBRS")
+    assert (cond["status"], cond["reason"], cond["message"]) == ("False", reason, message)
+
+
+@pytest.mark.parametrize("rel, domain", [
+    (V16, {"launchSecurity": {"snp": {}}}),            # IsSEVVMI: SEV only before 1.9
+    (V15, {"launchSecurity": {}, "spec_architecture": "s390x"}),     # no Secure Execution check in 1.5
+    (V19, RESERVATION),                                # 1.9: persistent reservation in StorageLiveMigratable only
+    (V19, {"cpu": {"model": "host-model", "features": [{"name": "invtsc", "policy": "require"}]}}),  # boot only
+])
+def test_checks_a_release_does_not_make(rel, domain):
+    assert vmis.live_migration_condition(shaped(**domain), rel, "Skylake-Server-IBRS")[0]["status"] == "True"
+
+
+def test_tsc_frequency_in_the_topology_hints_makes_reenlightenment_migratable():
+    hinted = shaped(**REENLIGHTENMENT)
+    hinted["status"]["topologyHints"] = {"tscFrequency": 2100000000}
+    assert vmis.live_migration_condition(hinted, V19, "m")[0]["status"] == "True"
+
+
+def test_sriov_interfaces_and_hotplugged_volumes_stay_live_migratable():
+    """No check of vm.go calculateLiveMigrationCondition looks at SR-IOV interfaces or hotplugged volumes (the reason
+    HotplugNotLiveMigratable exists in the API and is used nowhere), and VerifyVMIMigratable looks at the pod network's
+    interface only."""
+    sriov = vmi()
+    sriov["spec"]["domain"]["devices"]["interfaces"].append({"name": "vf", "sriov": {}})
+    sriov["spec"]["networks"].append({"name": "vf", "multus": {"networkName": "sriov-net"}})
+    hotplug = vmi(volumes=[{"name": "root", "containerDisk": {"image": "x"}},
+                           {"name": "data", "persistentVolumeClaim": {"claimName": "data", "hotpluggable": True}}],
+                  volume_status=[{"name": "data", "hotplugVolume": {"attachPodName": "hp"},
+                                  "persistentVolumeClaimInfo": {"accessModes": ["ReadWriteMany"]}}])
+    for rel in (V19, V16, V15):
+        assert vmis.live_migration_condition(sriov, rel, "m")[0]["status"] == "True"
+        assert vmis.live_migration_condition(hotplug, rel, "m")[0]["status"] == "True"
+
+
+def test_each_release_checks_in_its_own_order():
+    both = shaped(launchSecurity={"tdx": {}}, features={"hypervPassthrough": {"enabled": True}})
+    assert vmis.live_migration_condition(both, V19, "m")[0]["reason"] == "TDXNotLiveMigratable"
+    secure_pr = shaped(launchSecurity={}, spec_architecture="s390x", **RESERVATION)
+    assert vmis.live_migration_condition(secure_pr, V16, "m")[0]["reason"] == "SecureExecutionNotLiveMigratable"
+    rwo = vmi(volumes=[{"name": "root", "persistentVolumeClaim": {"claimName": "data"}}],
+              volume_status=[{"name": "root", "persistentVolumeClaimInfo": {"accessModes": ["ReadWriteOnce"]}}])
+    rwo["spec"]["domain"]["features"] = {"hypervPassthrough": {"enabled": True}}
+    assert vmis.live_migration_condition(rwo, V19, "m")[0]["reason"] == "HypervPassthroughNotLiveMigratable"
+    assert vmis.live_migration_condition(rwo, V16, "m")[0]["reason"] == "HypervPassthroughNotLiveMigratable"
+    assert vmis.live_migration_condition(rwo, V15, "m")[0]["reason"] == "DisksNotLiveMigratable"
+
+
+def test_storage_live_migratable_joins_every_failing_check_but_the_disks():
+    many = shaped(launchSecurity={"tdx": {}}, features={"hypervPassthrough": {"enabled": True}}, **RESERVATION)
+    storage = vmis.storage_live_migration_condition(many, V19, "m")
+    assert storage["message"] == ("TDXNotLiveMigratable: VMI uses TDX, PersistentReservationNotLiveMigratable: VMI "
+                                  "uses SCSI persistent reservation, HypervPassthroughNotLiveMigratable: VMI uses "
+                                  "hyperv passthrough")
+    secure = shaped(launchSecurity={}, spec_architecture="s390x")
+    assert vmis.storage_live_migration_condition(secure, V16, "m")["status"] == "True"   # no SE check in storage
+
+
+def test_a_single_gpu_needs_the_vgpu_gate_and_a_mediated_device():
+    """vm.go vmiContainsNonMigratablePCIHostDevices (1.9): the gate VGPULiveMigration, then isMdevGPU."""
+    gpu = shaped(devices={"interfaces": [{"name": "default", "masquerade": {}}],
+                          "disks": [{"name": "root", "disk": {"bus": "virtio"}}],
+                          "gpus": [{"name": "g", "deviceName": "nvidia.com/GRID_T4-1Q"}]})
+    gate = {"developerConfiguration": {"featureGates": ["VGPULiveMigration"]}}
+    assert vmis.live_migration_condition(gpu, V19, "m", gate)[0]["message"] == \
+        "VMI specifies non-migratable GPU device"
+    mdev = dict(gate, permittedHostDevices={"mediatedDevices": [{"resourceName": "nvidia.com/GRID_T4-1Q"}]})
+    assert vmis.live_migration_condition(gpu, V19, "m", mdev)[0]["status"] == "True"
+    assert vmis.live_migration_condition(gpu, V19, "m", {})[0]["message"] == \
+        "VMI specifies a GPU but feature gate VGPULiveMigration is not enabled"
+
+
+def test_a_binding_plugin_with_migration_is_live_migratable():
+    """VerifyVMIMigratable: bindingPlugins are the CR's network.binding; one with migration set is migratable."""
+    plugged = vmi("binding")
+    plugged["spec"]["domain"]["devices"]["interfaces"][0]["binding"] = {"name": "managedtap"}
+    config = {"network": {"binding": {"managedtap": {"domainAttachmentType": "managedTap", "migration": {}}}}}
+    for rel in (V19, V16):
+        assert vmis.live_migration_condition(plugged, rel, "m", config)[0]["status"] == "True"
+        assert vmis.live_migration_condition(plugged, rel, "m", {})[0]["reason"] == "InterfaceNotLiveMigratable"
+
+
