@@ -42,11 +42,20 @@ SKYLAKE_REQUIRED = {"ss", "vmx", "pdcm", "hypervisor", "tsc_adjust", "clflushopt
 
 # The nodes, as virt-handler leaves them ---------------------------------------------------------------
 
-def test_nodes_carry_what_virt_handler_puts_there(core):
+CPU_MANAGER_NODES = {"node02", "node04"}      # nodes.yaml: cpu_manager_policy static
+
+
+def test_nodes_carry_what_virt_handler_puts_there(core, kubevirt):
+    words = release(kubevirt)
     for node in core.list_node().items:
         labels, annotations = node.metadata.labels, node.metadata.annotations
         assert labels["kubevirt.io/schedulable"] == "true", node.metadata.name
         assert annotations["kubevirt.io/heartbeat"].endswith("Z")
+        # heartbeat.go do(): a static CPU manager and the CR's CPUManager gate; every release's label names
+        cpu_manager = "true" if node.metadata.name in CPU_MANAGER_NODES else "false"
+        assert {k: labels[k] for k in words.cpumanager_labels} == dict.fromkeys(words.cpumanager_labels, cpu_manager)
+        # KSM: no ksmConfiguration in the CR (1.5 heartbeat.go, 1.6+ ksm.go patchKSM)
+        assert (labels["kubevirt.io/ksm-enabled"], annotations["kubevirt.io/ksm-handler-managed"]) == ("false", "false")
         assert {node.status.allocatable[f"devices.kubevirt.io/{d}"] for d in ("kvm", "tun", "vhost-net")} == {"1k"}
         assert labels["machine-type.node.kubevirt.io/q35"] == "true"
         assert labels["cpu-vendor.node.kubevirt.io/Intel"] == "true"
@@ -90,6 +99,48 @@ def test_virt_handler_runs_as_its_own_identity_per_node(kv, kubevirt, api_client
     with pytest.raises(client.ApiException) as info:
         handler.replace_namespaced_custom_object("kubevirt.io", "v1", namespace, VMIS, "guarded", vmi)
     assert "Node restriction, virt-handler is only allowed to modify VMIs it owns" in info.value.body
+
+
+def test_obsolete_cpu_models_of_the_kubevirt_cr_and_the_labellers_skip_annotation(kv, core, namespace, wait):
+    """The labeller runs again when the CR changes (SetConfigModifiedCallback) with the CR's obsoleteCPUModels: a
+    Skylake host model made obsolete marks node01, whose launcher-pod affinity (obsolete-host-model DoesNotExist)
+    then keeps a host-model VM off it. node03, annotated node-labeller.kubevirt.io/skip-node, is left as it was."""
+    obsolete = "node-labeller.kubevirt.io/obsolete-host-model"
+    skip = {"metadata": {"annotations": {"node-labeller.kubevirt.io/skip-node": "true"}}}
+    core.patch_node("node03", skip)
+    cr = kv.custom.list_namespaced_custom_object("kubevirt.io", "v1", "kubevirt", "kubevirts")["items"][0]
+
+    def set_obsolete(models):
+        kv.custom.patch_namespaced_custom_object("kubevirt.io", "v1", "kubevirt", "kubevirts", cr["metadata"]["name"],
+                                                 {"spec": {"configuration": {"obsoleteCPUModels": models}}})
+    try:
+        set_obsolete({"Skylake-Server-IBRS": True})
+        node01 = wait(lambda: (n := core.read_node("node01").metadata.labels).get(obsolete) == "true" and n,
+                      "node01 labelled obsolete-host-model")
+        assert node01["cpu-model.node.kubevirt.io/Conroe"] == "true"      # the CR's map replaces the defaults
+        assert "cpu-model.node.kubevirt.io/Skylake-Server-IBRS" not in node01
+        node03 = core.read_node("node03").metadata.labels
+        assert obsolete not in node03 and "cpu-model.node.kubevirt.io/Conroe" not in node03
+        vmi = start_vm(kv, namespace, "modern-only", wait, spec_extra={"nodeSelector": {"cpu": "slow"}})
+        assert vmi["status"]["nodeName"] == "node03"
+    finally:
+        set_obsolete(None)
+        core.patch_node("node03", {"metadata": {"annotations": {"node-labeller.kubevirt.io/skip-node": None}}})
+    wait(lambda: obsolete not in core.read_node("node01").metadata.labels and "cpu-model.node.kubevirt.io/Conroe"
+         not in core.read_node("node01").metadata.labels, "node01's labels back to the default obsolete models")
+
+
+def test_dedicated_cpus_run_where_virt_handler_found_a_cpu_manager(kv, kubevirt, namespace, wait):
+    """A VM with dedicated CPUs: its launcher pod selects the release's CPU manager label, which virt-handler puts
+    on the nodes with a static CPU manager only."""
+    domain = vm_manifest("pinned")["spec"]["template"]["spec"]["domain"]
+    domain["cpu"] = {"cores": 1, "dedicatedCpuPlacement": True}
+    vmi = start_vm(kv, namespace, "pinned", wait, spec_extra={"domain": domain})
+    [pod] = kv.pods(namespace, vmi)
+    assert pod.spec.node_selector[release(kubevirt).cpumanager_selector] == "true"
+    assert vmi["status"]["nodeName"] in CPU_MANAGER_NODES
+
+
 def test_hyperv_passthrough_is_not_live_migratable(kv, namespace, wait):
     """vm.go calculateLiveMigrationCondition and calculateLiveStorageMigrationCondition (1.5 to 1.9)."""
     domain = vm_manifest("hv")["spec"]["template"]["spec"]["domain"]

@@ -9,8 +9,9 @@ What the kubelet would do on a node with a running virt-handler and virt-launche
 the admin's credentials and said so: device-plugin resources in the node status, a launcher pod
 that ends once its domain has left, the pod of a lost node disappearing, and the TokenRequest itself.
 
-Reads: VMIs through the handler's own list/watch (its RBAC); pods, nodes and VMIMs (only for the
-tests' fault annotations, faults.py) through the admin, as node-local facts.
+Reads: VMIs through the handler's own list/watch (its RBAC); pods, nodes, the KubeVirt CR (the cluster
+config: feature gates, obsoleteCPUModels, network bindings) and VMIMs (only for the tests' fault annotations,
+faults.py) through the admin, as node-local facts.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ HANDLER_LABEL = "kubevirt.io=virt-handler"
 LAUNCHER_LABEL = "kubevirt.io=virt-launcher"
 CREATED_BY = "kubevirt.io/created-by"
 HEARTBEAT_SECONDS = 60           # vm.go NewVirtualMachineController heartBeatInterval
-LABELLER_SECONDS = 180           # node_labeller.go Run: every 3 minutes
+LABELLER_SECONDS = 180           # node_labeller.go Run: every 3 minutes (ksm.go: ksmLoopIntervalMinutes, the same)
 TOKEN_SECONDS = 24 * 3600
 
 
@@ -88,22 +89,26 @@ class NodeHandler:
         self.agent.nodes.upsert(self.client().strategic_patch("nodes", None, self.name, nodes.unschedulable_patch()))
         self.sync(force_labels=True)
 
-    def sync(self, force_labels=False):
+    def sync(self, force_labels=False, heartbeat=True):
         node = self.agent.nodes.get(self.name)
         if node is None:
             return
+        config = self.agent.config()
         devices = nodes.device_resources(node)
         if devices:   # the kubelet's part, after virt-handler's device plugins registered
             node = self.agent.admin.merge_patch("nodes", None, self.name, devices, subresource="status")
             self.agent.nodes.upsert(node)
         if force_labels or time.monotonic() - self.labelled_at > LABELLER_SECONDS:
-            current = (node.get("metadata") or {}).get("labels") or {}
-            patch = nodes.labeller_patch(current, nodes.labeller_labels(self.cpu(), self.agent.release))
+            patch = nodes.labeller_update(node, self.cpu(), self.agent.release, config)
             if patch:   # a 422 (the test op failed: labels changed meanwhile) is retried from the queue
-                self.agent.nodes.upsert(self.client().json_patch("nodes", None, self.name, patch))
+                node = self.client().json_patch("nodes", None, self.name, patch)
+                self.agent.nodes.upsert(node)
+            if not self.agent.release.ksm_in_heartbeat:      # 1.6+: ksm.go Handler, at start and every 3 minutes
+                self.agent.nodes.upsert(self.client().merge_patch("nodes", None, self.name, nodes.ksm_patch()))
             self.labelled_at = time.monotonic()
-        self.agent.nodes.upsert(
-            self.client().strategic_patch("nodes", None, self.name, nodes.heartbeat_patch(self.agent.release)))
+        if heartbeat:
+            self.agent.nodes.upsert(self.client().strategic_patch("nodes", None, self.name, nodes.heartbeat_patch(
+                self.agent.release, cpu_manager=nodes.cpu_manager_enabled(node, config))))
 
     def stop(self):
         try:
@@ -129,6 +134,7 @@ class Agent:
         self.stopping = threading.Event()
         self.workers = workers
         self.nodes = Informer(admin, "nodes", path("nodes"), self._on_node)
+        self.kubevirts = Informer(admin, "kubevirt", "/apis/kubevirt.io/v1/kubevirts", self._on_kubevirt)
         self.handler_pods = Informer(admin, "virt-handler-pods", path("pods", NAMESPACE), self._on_handler_pod,
                                      label_selector=HANDLER_LABEL)
         self.pods = Informer(admin, "launcher-pods", "/api/v1/pods", self._on_launcher_pod,
@@ -139,7 +145,22 @@ class Agent:
                               self._on_vmim, indexers={"uid": lambda m: [m["metadata"].get("uid")]})
         self.vmis = None              # list/watch as virt-handler, once a handler token exists
 
+    def config(self):
+        """virt-config GetConfigFromKubeVirtCR: the spec.configuration of the KubeVirt CR that virt-operator has
+        deployed (status.phase set) and that is not being deleted."""
+        for cr in self.kubevirts.list():
+            if not cr["metadata"].get("deletionTimestamp") and (cr.get("status") or {}).get("phase"):
+                return (cr.get("spec") or {}).get("configuration") or {}
+        return {}
+
     # --- events -----------------------------------------------------------------------------------------
+
+    def _on_kubevirt(self, old, new):
+        """clusterConfig.SetConfigModifiedCallback: the node labeller (and 1.6+'s KSM handler) runs again at once."""
+        configuration = [((o or {}).get("spec") or {}).get("configuration") for o in (old, new)]
+        if configuration[0] != configuration[1]:
+            for name in list(self.handlers):
+                self.queue.add(("labels", name))
 
     def _on_node(self, old, new):
         if new is None:                      # a deleted node: its virt-handler is gone with it
@@ -170,8 +191,10 @@ class Agent:
     # --- start and stop -----------------------------------------------------------------------------------
 
     def start(self, timeout=90.0):
-        for informer in (self.nodes, self.handler_pods):
+        for informer in (self.nodes, self.handler_pods, self.kubevirts):
             informer.start()
+        if not self.kubevirts.synced.wait(timeout):
+            raise RuntimeError(f"{self.kubevirts.name}: not synced after {timeout:.0f}s")
         deadline = time.monotonic() + timeout
         while True:
             ready = {p["spec"].get("nodeName"): p for p in self.handler_pods.list()
@@ -205,7 +228,7 @@ class Agent:
         self.queue.shutdown()
         for handler in self.handlers.values():
             handler.stop()
-        for informer in (self.nodes, self.handler_pods, self.pods, self.vmims, self.vmis):
+        for informer in (self.nodes, self.handler_pods, self.kubevirts, self.pods, self.vmims, self.vmis):
             if informer is not None:
                 informer.stop()
 
@@ -235,6 +258,10 @@ class Agent:
             if handler is not None:
                 handler.sync()
                 self.queue.add_after(key, HEARTBEAT_SECONDS)
+        elif kind == "labels":
+            handler = self.handlers.get(name)
+            if handler is not None:
+                handler.sync(force_labels=True, heartbeat=False)
         elif kind == "handler-pod":
             pod = self.handler_pods.get(name)
             node = (pod or {}).get("spec", {}).get("nodeName")
@@ -289,7 +316,8 @@ class Agent:
             return
         if vmis.status(vmi).get("phase") not in ("Scheduled", "Running") or pod is None:
             return
-        new = vmis.node_status(vmi, self.release, self.handlers[node].cpu(), (pod.get("status") or {}).get("podIP"))
+        new = vmis.node_status(vmi, self.release, self.handlers[node].cpu(), (pod.get("status") or {}).get("podIP"),
+                               config=self.config())
         if new.get("status") != vmi.get("status"):
             stored = self.put_vmi(node, new)
             if vmis.status(vmi).get("phase") != "Running":

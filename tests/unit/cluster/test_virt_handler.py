@@ -165,6 +165,71 @@ def test_a_migration_that_fails_and_one_that_is_aborted():
     assert (aborted["abortStatus"], aborted["failed"], aborted["completed"], aborted["failureReason"]) == \
         ("Succeeded", True, True, "Live migration has been aborted")
     assert "completed" not in mig.apply_step(running, "aborted", V16)["status"]["migrationState"]
+
+
+# --- node labeller: the KubeVirt CR's obsoleteCPUModels, the skip annotation ---------------------------------
+
+
+def test_labeller_takes_obsolete_models_from_the_kubevirt_cr():
+    """node_labeller.go prepareLabels: obsoleteCPUsx86 is GetObsoleteCPUModels(), the CR's own map. cpu_plugin.go
+    filterCpuModels falls back to DefaultObsoleteCPUModels for the model lists only; the obsolete-host-model label
+    needs the host model in the CR's map."""
+    skylake = nodes.CPUS["skylake"]
+    labels = nodes.labeller_labels(skylake, V19, nodes.obsolete_cpu_models({"obsoleteCPUModels": {
+        "Skylake-Server-IBRS": True}}))
+    assert labels["node-labeller.kubevirt.io/obsolete-host-model"] == "true"
+    assert "cpu-model.node.kubevirt.io/Skylake-Server-IBRS" not in labels
+    assert labels["cpu-model.node.kubevirt.io/Conroe"] == "true"      # a map of the CR's own replaces the defaults
+    # None, or an empty map (omitempty drops it on its way into the cluster config, virt-config setConfigFromKubeVirt):
+    # the defaults filter the models, and no host model is obsolete, not even one among the defaults.
+    old = dict(skylake, host_model="qemu64")
+    for config in ({}, {"obsoleteCPUModels": {}}):
+        labels = nodes.labeller_labels(old, V19, nodes.obsolete_cpu_models(config))
+        assert "node-labeller.kubevirt.io/obsolete-host-model" not in labels
+        assert "cpu-model.node.kubevirt.io/Conroe" not in labels
+    # 1.5 offers the host model for migration unless the CR's own map names it
+    assert nodes.labeller_labels(old, V15, None)["cpu-model-migration.node.kubevirt.io/qemu64"] == "true"
+
+
+def test_labeller_leaves_a_node_with_the_skip_annotation_alone():
+    """node_labeller.go run: skipNodeLabelling (annotation node-labeller.kubevirt.io/skip-node, any value)."""
+    node = {"metadata": {"name": "n1", "labels": {"cpu": "slow"},
+                         "annotations": {"node-labeller.kubevirt.io/skip-node": ""}}}
+    assert nodes.labeller_update(node, nodes.CPUS["skylake"], V19, {}) is None
+    del node["metadata"]["annotations"]["node-labeller.kubevirt.io/skip-node"]
+    patch = nodes.labeller_update(node, nodes.CPUS["skylake"], V19, {})
+    assert patch[1]["value"]["host-model-cpu.node.kubevirt.io/Skylake-Server-IBRS"] == "true"
+
+
+# --- heartbeat: the CPU manager, KSM ---------------------------------------------------------------------------
+
+
+def test_heartbeat_reports_a_cpu_manager_where_the_gate_and_the_kubelets_policy_say_so():
+    """heartbeat.go do(): CPUManagerEnabled() (an Alpha feature gate of the CR) and isCPUManagerEnabled (the
+    kubelet's cpu_manager_state says policyName static)."""
+    static = {"metadata": {"annotations": {nodes.CPU_MANAGER_ANNOTATION: "static"}}}
+    gate = {"developerConfiguration": {"featureGates": ["CPUManager"]}}
+    assert nodes.cpu_manager_enabled(static, gate) is True
+    assert nodes.cpu_manager_enabled(static, {}) is False
+    assert nodes.cpu_manager_enabled({"metadata": {}}, gate) is False
+    assert nodes.heartbeat_patch(V19, cpu_manager=True)["metadata"]["labels"] == {
+        "kubevirt.io/schedulable": "true", "cpumanager": "true", "kubevirt.io/cpumanager": "true"}
+    assert nodes.heartbeat_patch(V16, cpu_manager=True)["metadata"]["labels"] == {
+        "kubevirt.io/schedulable": "true", "cpumanager": "true"}
+    assert nodes.heartbeat_patch(V16)["metadata"]["labels"]["cpumanager"] == "false"
+
+
+def test_ksm_label_and_annotation_by_release():
+    """1.5: heartbeat.go do() patches handleKSM's values with the heartbeat; 1.6+: ksm.go Handler.patchKSM, a merge
+    patch of its own. Without ksmConfiguration in the CR both are false."""
+    patch = nodes.heartbeat_patch(V15)
+    assert patch["metadata"]["labels"]["kubevirt.io/ksm-enabled"] == "false"
+    assert patch["metadata"]["annotations"]["kubevirt.io/ksm-handler-managed"] == "false"
+    assert "kubevirt.io/ksm-enabled" not in nodes.heartbeat_patch(V19)["metadata"]["labels"]
+    assert nodes.ksm_patch() == {"metadata": {"labels": {"kubevirt.io/ksm-enabled": "false"},
+                                              "annotations": {"kubevirt.io/ksm-handler-managed": "false"}}}
+
+
 # --- LiveMigratable and StorageLiveMigratable: every check, in each release's order ---------------------------
 
 
