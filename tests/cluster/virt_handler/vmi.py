@@ -216,15 +216,15 @@ def storage_live_migration_condition(vmi, release: Release, host_cpu_model, conf
 
 
 def with_migration_conditions(conditions, live, storage):
-    """updateLiveMigrationConditions: LiveMigratable removed and appended when it differs;
-    StorageLiveMigratable updated in place (UpdateCondition)."""
+    """updateLiveMigrationConditions: LiveMigratable removed and appended when it differs (DeepEqual);
+    StorageLiveMigratable by condManager.UpdateCondition: replaced in place only when its status or reason differs."""
     out = list(conditions or [])
     current = next((c for c in out if c.get("type") == LIVE_MIGRATABLE), None)
     if current is None or _without_times(current) != _without_times(live):
         out = [c for c in out if c.get("type") != LIVE_MIGRATABLE] + [live]
     for i, cond in enumerate(out):
         if cond.get("type") == STORAGE_LIVE_MIGRATABLE:
-            if _without_times(cond) != _without_times(storage):
+            if cond.get("status") != storage.get("status") or (cond.get("reason") or "") != (storage.get("reason") or ""):
                 out[i] = storage
             break
     else:
@@ -247,21 +247,48 @@ def mac_address(vmi, interface):
     return "52:54:00:%s:%s:%s" % (digest[0:2], digest[2:4], digest[4:6])
 
 
+MULTUS_STATUS = "multus-status"       # pkg/network/vmispec/infosource.go
+
+
+def _info_sources(entry):
+    return [x for x in (entry.get("infoSource") or "").split(", ") if x]
+
+
 def interfaces_status(vmi, pod_ip):
-    """netstat.go UpdateStatus, without a guest agent: one entry per interface, pod network first, with the pod's IP."""
-    pod_networks = {n.get("name") for n in spec(vmi).get("networks") or [] if "pod" in n}
-    previous = {i.get("name"): i for i in status(vmi).get("interfaces") or []}
-    entries = []
-    for interface in devices(vmi).get("interfaces") or []:
-        name = interface.get("name")
-        entry = {"name": name, "mac": mac_address(vmi, interface), "infoSource": "domain", "queueCount": 1,
-                 "linkState": "up"}
-        if previous.get(name, {}).get("podInterfaceName"):
-            entry["podInterfaceName"] = previous[name]["podInterfaceName"]
-        if name in pod_networks and pod_ip:
+    """pkg/network/setup/netstat.go UpdateStatus, without a guest agent. The domain's NICs (every interface but
+    SR-IOV and unplugged ones, spec order; libvirt's MAC, queueCount 1, link up), then SR-IOV host devices (the
+    spec's MAC only); the pod network's IP from the pod cache; the primary interface first (restored as a bare entry
+    when the domain has none); what virt-controller reported from Multus kept (pkg/network/controllers/vmi.go):
+    "multus-status" added to a listed entry's infoSource, or a bare entry appended for one the domain lacks; and
+    each entry's podInterfaceName as virt-controller last reported it."""
+    networks = spec(vmi).get("networks") or []
+    primary = next((n.get("name") for n in networks if "pod" in n), None)
+    previous = [i for i in status(vmi).get("interfaces") or [] if i.get("name")]
+    multus = [i.get("name") for i in status(vmi).get("interfaces") or [] if MULTUS_STATUS in _info_sources(i)]
+    in_spec = {i.get("name") for i in devices(vmi).get("interfaces") or []}
+    plugged = [i for i in devices(vmi).get("interfaces") or [] if i.get("state") != "absent"]
+    entries = [{"name": i.get("name"), "mac": mac_address(vmi, i), "infoSource": "domain", "queueCount": 1,
+                "linkState": "up"} for i in plugged if "sriov" not in i]
+    entries += [dict({"name": i.get("name"), "infoSource": "domain"},
+                     **({"mac": i["macAddress"]} if i.get("macAddress") else {})) for i in plugged if "sriov" in i]
+    for entry in entries:                                    # updateIfacesStatusFromPodCache
+        if entry["name"] == primary and pod_ip:
             entry.update(ipAddress=pod_ip, ipAddresses=[pod_ip])
-        entries.append(entry)
-    entries.sort(key=lambda e: e["name"] not in pod_networks)
+    if primary is not None:
+        if not any(e["name"] == primary for e in entries) and any(i.get("name") == primary for i in previous):
+            entries.insert(0, {"name": primary})              # restorePrimaryIfaceStatus
+        entries.sort(key=lambda e: e["name"] != primary)     # movePrimaryIfaceStatusToFront (stable)
+    for name in multus:                                       # ifacesStatusFromMultus
+        entry = next((e for e in entries if e["name"] == name), None)
+        if entry is None and name in in_spec:
+            entries.append({"name": name, "infoSource": MULTUS_STATUS})
+        elif entry is not None and MULTUS_STATUS not in _info_sources(entry):
+            entry["infoSource"] = ", ".join(_info_sources(entry) + [MULTUS_STATUS])
+    pod_names = {i["name"]: i.get("podInterfaceName") for i in previous}
+    for entry in entries:                                     # restorePodIfaceNames
+        entry.pop("podInterfaceName", None)
+        if pod_names.get(entry["name"]):
+            entry["podInterfaceName"] = pod_names[entry["name"]]
     return entries
 
 

@@ -351,3 +351,35 @@ def test_a_binding_plugin_with_migration_is_live_migratable():
         assert vmis.live_migration_condition(plugged, rel, "m", {})[0]["reason"] == "InterfaceNotLiveMigratable"
 
 
+def test_storage_live_migratable_is_replaced_only_when_its_status_or_reason_changes():
+    """updateLiveMigrationConditions: condManager.UpdateCondition replaces a condition whose Status or Reason
+    differs (pkg/controller/conditions.go); a new message alone is not written."""
+    live = {"type": "LiveMigratable", "status": "True", "lastProbeTime": None, "lastTransitionTime": None}
+    old = {"type": "StorageLiveMigratable", "status": "False", "reason": "NotMigratable", "message": "A",
+           "lastProbeTime": None, "lastTransitionTime": None}
+    assert vmis.with_migration_conditions([live, old], live, dict(old, message="B")) == [live, old]
+    fixed = {"type": "StorageLiveMigratable", "status": "True", "lastProbeTime": None, "lastTransitionTime": None}
+    assert vmis.with_migration_conditions([live, old], live, fixed) == [live, fixed]
+
+
+# --- interfaces: netstat.go UpdateStatus keeps what virt-controller reported from Multus ---------------------
+
+
+def test_interfaces_keep_multus_status_and_pod_interface_names():
+    two = vmi()
+    two["spec"]["domain"]["devices"]["interfaces"].append({"name": "blue", "bridge": {}})
+    two["spec"]["networks"].append({"name": "blue", "multus": {"networkName": "blue-net"}})
+    two["status"]["interfaces"] = [
+        {"name": "default", "podInterfaceName": "eth0"},
+        {"name": "blue", "infoSource": "multus-status", "podInterfaceName": "pod16477688c0e"},
+        {"name": "gone", "infoSource": "multus-status"}]
+    entries = vmis.interfaces_status(two, "10.0.0.5")
+    assert [(e["name"], e["infoSource"], e.get("podInterfaceName")) for e in entries] == [
+        ("default", "domain", "eth0"), ("blue", "domain, multus-status", "pod16477688c0e")]
+    assert entries[0]["ipAddress"] == "10.0.0.5" and "ipAddress" not in entries[1]
+    # an interface Multus reported that is not in the domain (here: unplugged) stays, as Multus reported it
+    two["spec"]["domain"]["devices"]["interfaces"][1]["state"] = "absent"
+    assert vmis.interfaces_status(two, "10.0.0.5")[1] == {"name": "blue", "infoSource": "multus-status",
+                                                          "podInterfaceName": "pod16477688c0e"}
+
+
