@@ -308,6 +308,13 @@ def test_migration_to_added_node_selector_succeeds_and_vmi_wins_collisions(kv, n
     assert (state["sourceNode"], state["targetNode"], state["completed"]) == (source, target, True)
     assert state["migrationUid"] == vmim["metadata"]["uid"] and state["sourcePod"] == source_pod.metadata.name
     assert state["startTimestamp"] and state["endTimestamp"] and not state.get("failed")
+    # The target's virt-handler listens on its own migration IP, its pod's (not the launcher's); a containerDisk is
+    # copied, so beside libvirt's own (0) its proxies stand for the direct (49152) and the block (49153) ports.
+    [handler] = [p for p in kv.core.list_namespaced_pod("kubevirt", label_selector="kubevirt.io=virt-handler").items
+                 if p.spec.node_name == target]
+    assert vmi["status"]["migrationMethod"] == "BlockMigration"
+    assert state["targetNodeAddress"] == handler.status.pod_ip
+    assert sorted(state["targetDirectMigrationNodePorts"].values()) == [0, 49152, 49153]
     assert vmim["status"]["migrationState"]["targetNode"] == target
     assert vmi["status"]["nodeName"] == target and vmi["metadata"]["labels"]["kubevirt.io/nodeName"] == target
     assert "kubevirt.io/migrationTargetNodeName" not in vmi["metadata"]["labels"]

@@ -373,7 +373,11 @@ class Agent:
             target_pod = self.pods.get(f"{vmi['metadata']['namespace']}/{ms.get('targetPod')}")
             if target_pod is None or not _pod_ready(target_pod):
                 return True
-            target_ip = (target_pod.get("status") or {}).get("podIP")
+            # the target handler's own migration IP: its pod's IP (not the launcher pod's)
+            handler_pod = self.handlers[node].pod
+            target_ip = mig.migration_ip(self.handler_pods.get(obj_key(handler_pod)) or handler_pod)
+            if not target_ip:
+                return True
         self.put_vmi(node, mig.apply_step(vmi, name, self.release, target_ip=target_ip, fail_reason=fail_reason))
         log.info("%s: migration %s: %s %s on %s", key, ms["migrationUid"][:8], role, name, node)
         if name == "start":

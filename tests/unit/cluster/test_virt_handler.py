@@ -383,3 +383,36 @@ def test_interfaces_keep_multus_status_and_pod_interface_names():
                                                           "podInterfaceName": "pod16477688c0e"}
 
 
+# --- migrations: the target's address and ports, the words of each release ----------------------------------
+
+
+def test_the_target_listens_on_its_handlers_migration_ip_with_a_block_migration_port():
+    """migration-target.go updateStatus: TargetNodeAddress is c.migrationIpAddress (cmd/virt-handler: the handler
+    pod's IP, --pod-ip-address $(MY_POD_IP)); migration-proxy GetMigrationPortsList: 49152, and 49153 for a block
+    migration, beside libvirt's own (0)."""
+    assert mig.migration_ip({"status": {"podIP": "10.244.3.7"}}) == "10.244.3.7"
+    block = handed_off()
+    block["status"]["migrationMethod"] = "BlockMigration"
+    state = mig.apply_step(block, "listen", V19, target_ip="10.244.3.7")["status"]["migrationState"]
+    assert state["targetNodeAddress"] == "10.244.3.7"
+    assert sorted(state["targetDirectMigrationNodePorts"].values()) == [0, 49152, 49153]
+    assert len(set(state["targetDirectMigrationNodePorts"])) == 3
+    live = handed_off()
+    live["status"]["migrationMethod"] = "LiveMigration"
+    ports = mig.apply_step(live, "listen", V16, target_ip="10.244.3.7")["status"]["migrationState"][
+        "targetDirectMigrationNodePorts"]
+    assert sorted(ports.values()) == [0, 49152]
+
+
+def test_ownership_moves_without_writing_fields_upstream_omits():
+    """ackMigrationCompletion sets LauncherContainerImageVersion and EvacuationNodeName to "": both are omitempty, so
+    the VMI's JSON loses them."""
+    vm = handed_off(targetNodeAddress="10.0.0.9", startTimestamp="t", targetNodeDomainReadyTimestamp="t")
+    vm["status"].update(launcherContainerImageVersion="quay.io/kubevirt/virt-launcher:v1.9.0",
+                        evacuationNodeName="n1")
+    for rel, step in ((V19, "domain-ready"), (V15, "hand-over")):
+        status = mig.apply_step(vm, step, rel)["status"]
+        assert "launcherContainerImageVersion" not in status and "evacuationNodeName" not in status
+        assert status["nodeName"] == "n2"
+
+
