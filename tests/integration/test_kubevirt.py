@@ -13,7 +13,8 @@ import time
 
 import pytest
 from kubernetes import client
-from virt_handler.versions import release  # tests/cluster, on sys.path (conftest.py)
+from virt_handler import faults  # tests/cluster, on sys.path (conftest.py)
+from virt_handler.versions import release
 
 from .audit import AUDIT_LOG
 from .vms import (  # noqa: F401  pylint: disable=unused-import
@@ -409,7 +410,7 @@ def test_not_migratable_vmi_refused_with_its_reason(kv, kubevirt, namespace, wai
                    "does not use masquerade")
 
 
-def test_deleting_a_running_migration_aborts_it(kv, namespace, wait):
+def test_deleting_a_running_migration_aborts_it(kv, kubevirt, namespace, wait):
     vmi = start_vm(kv, namespace, "abortee", wait, annotations={"sim.vmsched.kubevirt.io/migration-seconds": "60"})
     source = vmi["status"]["nodeName"]
     vmim = kv.create(VMIMS, namespace, vmim_manifest("doomed", "abortee"))
@@ -422,7 +423,7 @@ def test_deleting_a_running_migration_aborts_it(kv, namespace, wait):
     state = vmi["status"]["migrationState"]
     assert state["abortRequested"] is True and state["migrationUid"] == vmim["metadata"]["uid"]
     assert (state["abortStatus"], state["failed"], state["failureReason"]) == \
-        ("Succeeded", True, "Live migration has been aborted")
+        ("Succeeded", True, release(kubevirt).abort_reason)
     assert phase(vmi) == "Running" and vmi["status"]["nodeName"] == source
     wait(lambda: "kubevirt.io/migrationTargetNodeName" not in kv.get(VMIS, namespace, "abortee")["metadata"]["labels"],
          "the target label removed")
@@ -464,12 +465,12 @@ def test_target_node_lost_mid_migration_fails_it(kv, kubevirt, namespace, wait):
                  "the failure marked on the VMI")
     assert after["status"]["nodeName"] == vmi["status"]["nodeName"] and phase(after) == "Running"
     # 1.9's virt-controller marks a started migration failed once the VMIM is (migration.go, MigrationFailed);
-    # 1.6's only one that never started, so the source's libvirt failure is what reaches the VMI.
+    # 1.6's only one that never started, so the source's libvirt failure is what reaches the VMI, in 1.6's words.
     reason = after["status"]["migrationState"].get("failureReason") or ""
     if kubevirt.startswith("v1.9."):
         assert reason == "Target pod is down"
     else:
-        assert reason.startswith("Live migration failed "), reason
+        assert reason == release(kubevirt).migration_error_reason.format(error=faults.LOST_TARGET_ERROR), reason
 
 
 def test_outbound_migrations_per_node_are_limited(kv, namespace, wait):

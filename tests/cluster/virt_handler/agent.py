@@ -342,10 +342,10 @@ class Agent:
             self.queue.add_after(("vmi", obj_key(vmi)), remaining + 0.05)
             return False, None
         if uid in self.lost_targets:
-            # libvirt's migration to a peer that went away fails on the source; virt-launcher reports it as
-            # "Live migration failed <libvirt error>" (live-migration-source.go, migration monitor). 1.9's
-            # virt-controller marks the VMI first (Target pod is down); 1.6's leaves a started migration to this.
-            return True, "Live migration failed " + faults.LOST_TARGET_ERROR
+            # libvirt's migration to a peer that went away fails on the source; virt-launcher reports libvirt's error
+            # in its release's words (live-migration-source.go; mig.lost_target_reason). 1.9's virt-controller marks
+            # the VMI first (Target pod is down); 1.6's leaves a started migration to this.
+            return True, mig.lost_target_reason(self.release)
         return True, faults.knob(vmi, vmim, faults.MIGRATION_FAIL)
 
     def sync_migration(self, key, vmi):

@@ -11,7 +11,7 @@ v1.9.0, pkg/virt-handler/migration-target.go and migration-source.go):
     T6  target: the label kubevirt.io/migrationTargetNodeName goes
 A failure is written by the source (failed, failureReason, endTimestamp; 1.9 also completed); an
 abort (migrationState.abortRequested, set by virt-controller when the VMIM is deleted while Running)
-is a failure with abortStatus Succeeded and "Live migration has been aborted".
+is a failure with abortStatus Succeeded and the release's words for it (versions.Release.abort_reason).
 In 1.5 the source, not the target, moves nodeName once the target reports the domain ready, and
 nothing removes the target label.
 
@@ -23,12 +23,12 @@ from __future__ import annotations
 import copy
 import hashlib
 
+from . import faults
 from .versions import Release
 from .vmi import now_iso
 
 NODE_NAME_LABEL = "kubevirt.io/nodeName"
 TARGET_NODE_LABEL = "kubevirt.io/migrationTargetNodeName"
-ABORTED = "Live migration has been aborted"
 # migration-proxy.go: LibvirtDirectMigrationPort and LibvirtBlockMigrationPort; the proxy's own listening ports are
 # random, and one more forwards to libvirt itself (0)
 DIRECT_MIGRATION_PORT = 49152
@@ -82,6 +82,12 @@ def migration_ip(handler_pod):
     return ((handler_pod or {}).get("status") or {}).get("podIP")
 
 
+def lost_target_reason(release: Release):
+    """The source's failureReason once libvirt's migration call fails because the target went away: libvirt's error
+    (faults.LOST_TARGET_ERROR stands for it) in the release's words (versions.Release.migration_error_reason)."""
+    return release.migration_error_reason.format(error=faults.LOST_TARGET_ERROR)
+
+
 def _block_migration(vmi):
     """VirtualMachineInstance.IsBlockMigration: migrationMethod BlockMigration or volumes being migrated."""
     st = vmi.get("status") or {}
@@ -113,7 +119,7 @@ def apply_step(vmi, step, release: Release, target_ip=None, fail_reason=None, no
     elif step in ("fail", "aborted"):
         ms["failed"] = True
         ms["endTimestamp"] = stamp
-        ms["failureReason"] = ABORTED if step == "aborted" else fail_reason
+        ms["failureReason"] = release.abort_reason if step == "aborted" else fail_reason
         if step == "aborted":
             ms["abortStatus"] = "Succeeded"
         if release.source_completes_failure:

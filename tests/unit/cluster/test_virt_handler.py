@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cluster"))
+from virt_handler import faults  # noqa: E402  pylint: disable=wrong-import-position
 from virt_handler import migration as mig  # noqa: E402  pylint: disable=wrong-import-position
 from virt_handler import node as nodes  # noqa: E402  pylint: disable=wrong-import-position
 from virt_handler import vmi as vmis  # noqa: E402  pylint: disable=wrong-import-position
@@ -402,6 +403,23 @@ def test_the_target_listens_on_its_handlers_migration_ip_with_a_block_migration_
     ports = mig.apply_step(live, "listen", V16, target_ip="10.244.3.7")["status"]["migrationState"][
         "targetDirectMigrationNodePorts"]
     assert sorted(ports.values()) == [0, 49152]
+
+
+def test_abort_and_migration_failure_reasons_are_each_releases_own():
+    """1.9: setMigrationResult turns libvirt's "canceled by client" into "Live migration has been aborted" and passes
+    other errors through; 1.6: asyncMigrationAbort's "Live migration aborted " (trailing space), and migrateHelper
+    sets libvirt's error before the monitor can; 1.5: the monitor's "Live migration failed %v" of the wrapped
+    error (live-migration-source.go at each tag)."""
+    running = handed_off(targetNodeAddress="10.0.0.9", startTimestamp="t", abortRequested=True)
+    reasons = {}
+    for rel in (V19, V16, V15):
+        reasons[rel.version] = mig.apply_step(running, "aborted", rel)["status"]["migrationState"]["failureReason"]
+    assert reasons["v1.9"] == "Live migration has been aborted"
+    assert reasons["v1.6"] == "Live migration aborted "
+    assert reasons["v1.5"].startswith("Live migration failed error encountered during MigrateToURI3 libvirt api call: ")
+    assert mig.lost_target_reason(V19) == mig.lost_target_reason(V16) == faults.LOST_TARGET_ERROR
+    assert mig.lost_target_reason(V15) == ("Live migration failed error encountered during MigrateToURI3 libvirt api "
+                                           "call: " + faults.LOST_TARGET_ERROR)
 
 
 def test_ownership_moves_without_writing_fields_upstream_omits():
