@@ -118,14 +118,17 @@ class NodeHandler:
 
 
 class Agent:
-    def __init__(self, admin, version, state_dir, migration_seconds=1.0, abort_seconds=1.0, workers=4):
+    def __init__(self, admin, version, state_dir, migration_seconds=1.0, abort_seconds=1.0, workers=4,
+                 shutdown_seconds=0.0):
         self.admin = admin
         self.version = version
         self.release = release_of(version)
         self.state_dir = state_dir
         self.migration_seconds = migration_seconds
         self.abort_seconds = abort_seconds
+        self.shutdown_seconds = shutdown_seconds
         self.aborts = {}              # migrationUid -> monotonic time virt-controller's abort request was seen
+        self.shutdowns = {}           # VMI uid -> epoch seconds the guest got its ACPI shutdown signal
         self.queue = WorkQueue()
         self.handlers = {}
         self.transfers = {}           # migrationUid -> monotonic start of the (simulated) memory transfer
@@ -311,8 +314,7 @@ class Agent:
         meta = vmi.get("metadata") or {}
         if meta.get("deletionTimestamp") or (pod is not None and pod["metadata"].get("deletionTimestamp")):
             if vmis.status(vmi).get("phase") in ("Scheduled", "Running"):
-                self.put_vmi(node, vmis.shut_down(vmi))
-                log.info("%s: shut down on %s", key, node)
+                self.shut_down(key, node, vmi)
             return
         if vmis.status(vmi).get("phase") not in ("Scheduled", "Running") or pod is None:
             return
@@ -324,6 +326,24 @@ class Agent:
                 log.info("%s: Running on %s (LiveMigratable=%s)", key, node, next(
                     (c["status"] for c in vmis.status(stored).get("conditions") or []
                      if c["type"] == vmis.LIVE_MIGRATABLE), None))
+
+    def shut_down(self, key, node, vmi):
+        """vm.go processVmShutdown: the guest gets its ACPI signal (on deletion of the VMI, or of its launcher pod:
+        virt-launcher marks the domain for a graceful shutdown), powers off after its own time (faults.py
+        shutdown-seconds) or is killed once the grace period is over."""
+        uid = vmi["metadata"].get("uid")
+        with self.lock:
+            signalled = self.shutdowns.setdefault(uid, time.time())
+        outcome, left = vmis.shutdown_outcome(vmi, signalled, faults.shutdown_seconds(vmi, self.shutdown_seconds),
+                                              time.time())
+        if outcome == "wait":
+            self.queue.add_after(("vmi", key), left)
+            return
+        stored = self.put_vmi(node, vmis.shut_down(vmi, outcome))
+        with self.lock:
+            self.shutdowns.pop(uid, None)
+        log.info("%s: %s on %s (%s)", key, "powered off" if outcome == "off" else "killed after the grace period",
+                 node, vmis.status(stored).get("phase"))
 
     # --- migrations ----------------------------------------------------------------------------------------
 

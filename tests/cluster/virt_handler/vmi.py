@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import math
 import time
 
 from . import versions as vers
@@ -339,13 +340,40 @@ def node_status(vmi, release: Release, host_cpu, pod_ip, now=None, config=None):
     return new
 
 
-def shut_down(vmi, now=None):
-    """A guest shut down on deletion (helperVmShutdown, then calculateVmPhaseForStatusReason: Shutoff/Shutdown
-    -> Succeeded)."""
+DEFAULT_GRACE_PERIOD_SECONDS = 30      # kubevirt.io/api core/v1 DefaultGracePeriodSeconds
+
+
+def grace_period(vmi):
+    """converter.GracePeriodSeconds: the VMI's terminationGracePeriodSeconds, else 30 (the domain's metadata)."""
+    value = spec(vmi).get("terminationGracePeriodSeconds")
+    return DEFAULT_GRACE_PERIOD_SECONDS if value is None else int(value)
+
+
+def shutdown_outcome(vmi, signalled, guest_seconds, now):
+    """vm.go helperVmShutdown with hasGracePeriodExpired, for a VMI being deleted: ("wait", seconds left) while the
+    guest has its ACPI signal (sent at `signalled`, epoch seconds) and the grace period runs; ("off", 0) once the
+    guest powered off (after `guest_seconds`; None: it ignores ACPI); ("killed", 0) once the grace period expired
+    (KillVirtualMachine), at once when it is 0."""
+    grace = grace_period(vmi)
+    if grace == 0:
+        return ("killed", 0)
+    if guest_seconds is not None and guest_seconds < grace and now - signalled >= guest_seconds:
+        return ("off", 0)
+    if now - signalled >= grace:
+        return ("killed", 0)
+    until = grace if guest_seconds is None or guest_seconds >= grace else guest_seconds
+    return ("wait", max(1, math.ceil(signalled + until - now)))
+
+
+def shut_down(vmi, outcome="off", now=None):
+    """The VMI once its domain is off (calculateVmPhaseForStatusReason): Shutoff after a shutdown is Succeeded; a
+    domain destroyed after the grace period is Failed where ACPI was on (isACPIEnabled: a grace period other than
+    0), else Succeeded."""
     new = copy.deepcopy(vmi)
     st = new.setdefault("status", {})
-    st["phase"] = "Succeeded"
+    phase = "Failed" if outcome == "killed" and grace_period(vmi) != 0 else "Succeeded"
+    st["phase"] = phase
     stamps = st.setdefault("phaseTransitionTimestamps", [])
-    if not any(s.get("phase") == "Succeeded" for s in stamps):
-        stamps.append({"phase": "Succeeded", "phaseTransitionTimestamp": now_iso(now)})
+    if not any(s.get("phase") == phase for s in stamps):
+        stamps.append({"phase": phase, "phaseTransitionTimestamp": now_iso(now)})
     return new

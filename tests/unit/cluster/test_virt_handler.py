@@ -434,3 +434,23 @@ def test_ownership_moves_without_writing_fields_upstream_omits():
         assert status["nodeName"] == "n2"
 
 
+# --- shutdown: ACPI first, the kill after the grace period ---------------------------------------------------
+
+
+def test_shutdown_waits_for_the_guest_up_to_the_grace_period():
+    """vm.go helperVmShutdown and hasGracePeriodExpired: a graceful shutdown is signalled and the domain killed once
+    terminationGracePeriodSeconds (30 when unset, converter.GracePeriodSeconds) have passed;
+    calculateVmPhaseForStatusReason: Shutoff after a shutdown is Succeeded, a destroyed domain with ACPI Failed."""
+    running = vmi()
+    running["status"]["phase"] = "Running"
+    assert vmis.shutdown_outcome(running, signalled=100, guest_seconds=5, now=102) == ("wait", 3)
+    assert vmis.shutdown_outcome(running, signalled=100, guest_seconds=5, now=105) == ("off", 0)
+    assert vmis.shut_down(running, "off")["status"]["phase"] == "Succeeded"
+    assert vmis.shutdown_outcome(running, signalled=100, guest_seconds=None, now=129) == ("wait", 1)
+    assert vmis.shutdown_outcome(running, signalled=100, guest_seconds=None, now=130) == ("killed", 0)
+    assert vmis.shut_down(running, "killed")["status"]["phase"] == "Failed"
+    # terminationGracePeriodSeconds 0: killed at once, and a destroyed domain without a grace period Succeeded
+    zero = vmi()
+    zero["spec"]["terminationGracePeriodSeconds"] = 0
+    assert vmis.shutdown_outcome(zero, signalled=100, guest_seconds=5, now=100) == ("killed", 0)
+    assert vmis.shut_down(zero, "killed")["status"]["phase"] == "Succeeded"
