@@ -35,7 +35,7 @@ HANDLER_SA = "kubevirt-handler"
 HANDLER_LABEL = "kubevirt.io=virt-handler"
 LAUNCHER_LABEL = "kubevirt.io=virt-launcher"
 CREATED_BY = "kubevirt.io/created-by"
-HEARTBEAT_SECONDS = 60           # vm.go NewVirtualMachineController heartBeatInterval
+HEARTBEAT_SECONDS = 60           # vm.go NewVirtualMachineController heartBeatInterval (heartbeat.go: JitterUntil)
 LABELLER_SECONDS = 180           # node_labeller.go Run: every 3 minutes (ksm.go: ksmLoopIntervalMinutes, the same)
 TOKEN_SECONDS = 24 * 3600
 
@@ -166,6 +166,8 @@ class Agent:
                 self.queue.add(("labels", name))
 
     def _on_node(self, old, new):
+        """A changed Node: the kubelet's part (device-plugin resources) and, when due, the labeller. Not the
+        heartbeat, which runs on its own timer (a heartbeat is itself a change of the Node)."""
         if new is None:                      # a deleted node: its virt-handler is gone with it
             self.handlers.pop(old["metadata"]["name"], None)
         elif new["metadata"]["name"] in self.handlers:
@@ -222,7 +224,7 @@ class Agent:
             if not informer.synced.wait(timeout):
                 raise RuntimeError(f"{informer.name}: not synced after {timeout:.0f}s")
         for name in self.handlers:
-            self.queue.add_after(("node", name), HEARTBEAT_SECONDS)
+            self.queue.add_after(("heartbeat", name), HEARTBEAT_SECONDS)
         for i in range(self.workers):
             threading.Thread(target=self._worker, name=f"worker-{i}", daemon=True).start()
 
@@ -259,7 +261,11 @@ class Agent:
         if kind == "node":
             handler = self.handlers.get(name)
             if handler is not None:
-                handler.sync()
+                handler.sync(heartbeat=False)
+        elif kind == "heartbeat":
+            handler = self.handlers.get(name)
+            if handler is not None:
+                handler.sync(heartbeat=True)
                 self.queue.add_after(key, HEARTBEAT_SECONDS)
         elif kind == "labels":
             handler = self.handlers.get(name)
@@ -275,7 +281,7 @@ class Agent:
                 handler = NodeHandler(self, node, pod)
                 handler.start()
                 self.handlers[node] = handler
-                self.queue.add_after(("node", node), HEARTBEAT_SECONDS)
+                self.queue.add_after(("heartbeat", node), HEARTBEAT_SECONDS)
                 log.info("%s: virt-handler up (pod %s): labelled, heartbeat", node, pod["metadata"]["name"])
             elif pod["metadata"]["uid"] != handler.pod["metadata"]["uid"]:
                 handler.pod, handler.kube = pod, None     # a new pod: a token bound to it

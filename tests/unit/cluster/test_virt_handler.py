@@ -4,6 +4,7 @@ virt-handler code its docstrings name, and these pin that behaviour down release
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -454,3 +455,29 @@ def test_shutdown_waits_for_the_guest_up_to_the_grace_period():
     zero["spec"]["terminationGracePeriodSeconds"] = 0
     assert vmis.shutdown_outcome(zero, signalled=100, guest_seconds=5, now=100) == ("killed", 0)
     assert vmis.shut_down(zero, "killed")["status"]["phase"] == "Succeeded"
+
+
+# --- the agent's timers: the heartbeat runs every minute, not on every change of the node ---------------------
+
+
+def test_a_node_event_does_not_send_a_heartbeat_the_timer_does():
+    """heartbeat.go heartBeat: wait.JitterUntil(h.do, heartBeatInterval, 1.2, ...), a minute and more between
+    beats. A change of the Node (its own heartbeat's included) is the kubelet's business (device-plugin resources)
+    and, when due, the labeller's; beating on it made every heartbeat start the next."""
+    from virt_handler.agent import HEARTBEAT_SECONDS, Agent  # pylint: disable=import-outside-toplevel
+
+    class Handler:
+        def __init__(self):
+            self.calls = []
+
+        def sync(self, force_labels=False, heartbeat=True):
+            self.calls.append((force_labels, heartbeat))
+
+    agent = Agent(admin=None, version="v1.9.0", state_dir=None)
+    agent.handlers["n1"] = handler = Handler()
+    agent._dispatch(("node", "n1"))  # pylint: disable=protected-access
+    assert handler.calls == [(False, False)] and not agent.queue.delayed
+    agent._dispatch(("heartbeat", "n1"))  # pylint: disable=protected-access
+    assert handler.calls[-1] == (False, True)
+    [(due, _seq, key)] = agent.queue.delayed
+    assert key == ("heartbeat", "n1") and due - time.monotonic() == pytest.approx(HEARTBEAT_SECONDS, abs=1)
