@@ -240,12 +240,13 @@ def node_objects(kubevirt_version, count=None):
         if node_images.lists(images, launcher) != bool(spec.get("virt_launcher_image")):
             sys.exit(f"cluster.py: nodes.yaml says {spec['name']} {'lists' if spec.get('virt_launcher_image') else 'does not list'} "
                      f"the launcher image, but its workload {spec['workload']!r} gives the opposite")
+        annotations = {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0",
+                       "vmsched.kubevirt.io/cpu": spec["cpu_model"]}
+        if spec.get("cpu_manager_policy"):      # the kubelet's, as virt-handler reads it (virt_handler/node.py)
+            annotations["vmsched.kubevirt.io/cpu-manager-policy"] = spec["cpu_manager_policy"]
         nodes.append({
             "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": labels,
-                         "annotations": {"kwok.x-k8s.io/node": "fake",
-                                         "node.alpha.kubernetes.io/ttl": "0",
-                                         "vmsched.kubevirt.io/cpu": spec["cpu_model"]}},
+            "metadata": {"name": name, "labels": labels, "annotations": annotations},
             "spec": {"taints": spec.get("taints", []), "unschedulable": bool(spec.get("unschedulable"))},
             "status": {"capacity": fixture["defaults"]["capacity"],
                        "allocatable": fixture["defaults"]["capacity"],

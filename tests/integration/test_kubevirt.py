@@ -13,6 +13,8 @@ import time
 
 import pytest
 from kubernetes import client
+from virt_handler import faults  # tests/cluster, on sys.path (conftest.py)
+from virt_handler.versions import release
 
 from .audit import AUDIT_LOG
 from .vms import (  # noqa: F401  pylint: disable=unused-import
@@ -41,11 +43,20 @@ SKYLAKE_REQUIRED = {"ss", "vmx", "pdcm", "hypervisor", "tsc_adjust", "clflushopt
 
 # The nodes, as virt-handler leaves them ---------------------------------------------------------------
 
-def test_nodes_carry_what_virt_handler_puts_there(core):
+CPU_MANAGER_NODES = {"node02", "node04"}      # nodes.yaml: cpu_manager_policy static
+
+
+def test_nodes_carry_what_virt_handler_puts_there(core, kubevirt):
+    words = release(kubevirt)
     for node in core.list_node().items:
         labels, annotations = node.metadata.labels, node.metadata.annotations
         assert labels["kubevirt.io/schedulable"] == "true", node.metadata.name
         assert annotations["kubevirt.io/heartbeat"].endswith("Z")
+        # heartbeat.go do(): a static CPU manager and the CR's CPUManager gate; every release's label names
+        cpu_manager = "true" if node.metadata.name in CPU_MANAGER_NODES else "false"
+        assert {k: labels[k] for k in words.cpumanager_labels} == dict.fromkeys(words.cpumanager_labels, cpu_manager)
+        # KSM: no ksmConfiguration in the CR (1.5 heartbeat.go, 1.6+ ksm.go patchKSM)
+        assert (labels["kubevirt.io/ksm-enabled"], annotations["kubevirt.io/ksm-handler-managed"]) == ("false", "false")
         assert {node.status.allocatable[f"devices.kubevirt.io/{d}"] for d in ("kvm", "tun", "vhost-net")} == {"1k"}
         assert labels["machine-type.node.kubevirt.io/q35"] == "true"
         assert labels["cpu-vendor.node.kubevirt.io/Intel"] == "true"
@@ -89,6 +100,61 @@ def test_virt_handler_runs_as_its_own_identity_per_node(kv, kubevirt, api_client
     with pytest.raises(client.ApiException) as info:
         handler.replace_namespaced_custom_object("kubevirt.io", "v1", namespace, VMIS, "guarded", vmi)
     assert "Node restriction, virt-handler is only allowed to modify VMIs it owns" in info.value.body
+
+
+def test_obsolete_cpu_models_of_the_kubevirt_cr_and_the_labellers_skip_annotation(kv, core, namespace, wait):
+    """The labeller runs again when the CR changes (SetConfigModifiedCallback) with the CR's obsoleteCPUModels: a
+    Skylake host model made obsolete marks node01, whose launcher-pod affinity (obsolete-host-model DoesNotExist)
+    then keeps a host-model VM off it. node03, annotated node-labeller.kubevirt.io/skip-node, is left as it was."""
+    obsolete = "node-labeller.kubevirt.io/obsolete-host-model"
+    skip = {"metadata": {"annotations": {"node-labeller.kubevirt.io/skip-node": "true"}}}
+    core.patch_node("node03", skip)
+    cr = kv.custom.list_namespaced_custom_object("kubevirt.io", "v1", "kubevirt", "kubevirts")["items"][0]
+
+    def set_obsolete(models):
+        kv.custom.patch_namespaced_custom_object("kubevirt.io", "v1", "kubevirt", "kubevirts", cr["metadata"]["name"],
+                                                 {"spec": {"configuration": {"obsoleteCPUModels": models}}})
+    try:
+        set_obsolete({"Skylake-Server-IBRS": True})
+        node01 = wait(lambda: (n := core.read_node("node01").metadata.labels).get(obsolete) == "true" and n,
+                      "node01 labelled obsolete-host-model")
+        assert node01["cpu-model.node.kubevirt.io/Conroe"] == "true"      # the CR's map replaces the defaults
+        assert "cpu-model.node.kubevirt.io/Skylake-Server-IBRS" not in node01
+        node03 = core.read_node("node03").metadata.labels
+        assert obsolete not in node03 and "cpu-model.node.kubevirt.io/Conroe" not in node03
+        vmi = start_vm(kv, namespace, "modern-only", wait, spec_extra={"nodeSelector": {"cpu": "slow"}})
+        assert vmi["status"]["nodeName"] == "node03"
+    finally:
+        set_obsolete(None)
+        core.patch_node("node03", {"metadata": {"annotations": {"node-labeller.kubevirt.io/skip-node": None}}})
+    wait(lambda: obsolete not in core.read_node("node01").metadata.labels and "cpu-model.node.kubevirt.io/Conroe"
+         not in core.read_node("node01").metadata.labels, "node01's labels back to the default obsolete models")
+
+
+def test_dedicated_cpus_run_where_virt_handler_found_a_cpu_manager(kv, kubevirt, namespace, wait):
+    """A VM with dedicated CPUs: its launcher pod selects the release's CPU manager label, which virt-handler puts
+    on the nodes with a static CPU manager only."""
+    domain = vm_manifest("pinned")["spec"]["template"]["spec"]["domain"]
+    domain["cpu"] = {"cores": 1, "dedicatedCpuPlacement": True}
+    vmi = start_vm(kv, namespace, "pinned", wait, spec_extra={"domain": domain})
+    [pod] = kv.pods(namespace, vmi)
+    assert pod.spec.node_selector[release(kubevirt).cpumanager_selector] == "true"
+    assert vmi["status"]["nodeName"] in CPU_MANAGER_NODES
+
+
+def test_hyperv_passthrough_is_not_live_migratable(kv, namespace, wait):
+    """vm.go calculateLiveMigrationCondition and calculateLiveStorageMigrationCondition (1.5 to 1.9)."""
+    domain = vm_manifest("hv")["spec"]["template"]["spec"]["domain"]
+    domain["features"] = {"hypervPassthrough": {"enabled": True}}
+    vmi = start_vm(kv, namespace, "hv", wait, spec_extra={"domain": domain})
+    migratable = cond(vmi, "LiveMigratable")
+    assert (migratable["status"], migratable["reason"], migratable["message"]) == \
+        ("False", "HypervPassthroughNotLiveMigratable", "VMI uses hyperv passthrough")
+    storage = cond(vmi, "StorageLiveMigratable")
+    assert (storage["status"], storage["reason"], storage["message"]) == \
+        ("False", "NotMigratable", "HypervPassthroughNotLiveMigratable: VMI uses hyperv passthrough")
+    expect_refused(kv, namespace, vmim_manifest("nope", "hv"),
+                   "Cannot migrate VMI, Reason: HypervPassthroughNotLiveMigratable, Message: VMI uses hyperv passthrough")
 
 
 def audit_events():
@@ -243,6 +309,13 @@ def test_migration_to_added_node_selector_succeeds_and_vmi_wins_collisions(kv, n
     assert (state["sourceNode"], state["targetNode"], state["completed"]) == (source, target, True)
     assert state["migrationUid"] == vmim["metadata"]["uid"] and state["sourcePod"] == source_pod.metadata.name
     assert state["startTimestamp"] and state["endTimestamp"] and not state.get("failed")
+    # The target's virt-handler listens on its own migration IP, its pod's (not the launcher's); a containerDisk is
+    # copied, so beside libvirt's own (0) its proxies stand for the direct (49152) and the block (49153) ports.
+    [handler] = [p for p in kv.core.list_namespaced_pod("kubevirt", label_selector="kubevirt.io=virt-handler").items
+                 if p.spec.node_name == target]
+    assert vmi["status"]["migrationMethod"] == "BlockMigration"
+    assert state["targetNodeAddress"] == handler.status.pod_ip
+    assert sorted(state["targetDirectMigrationNodePorts"].values()) == [0, 49152, 49153]
     assert vmim["status"]["migrationState"]["targetNode"] == target
     assert vmi["status"]["nodeName"] == target and vmi["metadata"]["labels"]["kubevirt.io/nodeName"] == target
     assert "kubevirt.io/migrationTargetNodeName" not in vmi["metadata"]["labels"]
@@ -326,18 +399,18 @@ def test_second_migration_refused_while_one_is_in_flight(kv, namespace, wait):
                    "in-flight migration detected", first["metadata"]["uid"])
 
 
-def test_not_migratable_vmi_refused_with_its_reason(kv, namespace, wait):
+def test_not_migratable_vmi_refused_with_its_reason(kv, kubevirt, namespace, wait):
     """KubeVirt's default binding on the pod network, bridge, cannot live-migrate (virt-handler decides)."""
     vmi = start_vm(kv, namespace, "pinned", wait, interface="bridge")
     migratable = cond(vmi, "LiveMigratable")
-    assert (migratable["status"], migratable["reason"]) == ("False", "InterfaceNotLiveMigratable")
-    assert "cannot migrate VMI which does not use masquerade" in migratable["message"]
+    assert (migratable["status"], migratable["reason"], migratable["message"]) == \
+        ("False", "InterfaceNotLiveMigratable", release(kubevirt).interface_not_migratable)
     expect_refused(kv, namespace, vmim_manifest("nope", "pinned"),
                    "Cannot migrate VMI, Reason: InterfaceNotLiveMigratable, Message: cannot migrate VMI which "
                    "does not use masquerade")
 
 
-def test_deleting_a_running_migration_aborts_it(kv, namespace, wait):
+def test_deleting_a_running_migration_aborts_it(kv, kubevirt, namespace, wait):
     vmi = start_vm(kv, namespace, "abortee", wait, annotations={"sim.vmsched.kubevirt.io/migration-seconds": "60"})
     source = vmi["status"]["nodeName"]
     vmim = kv.create(VMIMS, namespace, vmim_manifest("doomed", "abortee"))
@@ -350,7 +423,7 @@ def test_deleting_a_running_migration_aborts_it(kv, namespace, wait):
     state = vmi["status"]["migrationState"]
     assert state["abortRequested"] is True and state["migrationUid"] == vmim["metadata"]["uid"]
     assert (state["abortStatus"], state["failed"], state["failureReason"]) == \
-        ("Succeeded", True, "Live migration has been aborted")
+        ("Succeeded", True, release(kubevirt).abort_reason)
     assert phase(vmi) == "Running" and vmi["status"]["nodeName"] == source
     wait(lambda: "kubevirt.io/migrationTargetNodeName" not in kv.get(VMIS, namespace, "abortee")["metadata"]["labels"],
          "the target label removed")
@@ -392,12 +465,12 @@ def test_target_node_lost_mid_migration_fails_it(kv, kubevirt, namespace, wait):
                  "the failure marked on the VMI")
     assert after["status"]["nodeName"] == vmi["status"]["nodeName"] and phase(after) == "Running"
     # 1.9's virt-controller marks a started migration failed once the VMIM is (migration.go, MigrationFailed);
-    # 1.6's only one that never started, so the source's libvirt failure is what reaches the VMI.
+    # 1.6's only one that never started, so the source's libvirt failure is what reaches the VMI, in 1.6's words.
     reason = after["status"]["migrationState"].get("failureReason") or ""
     if kubevirt.startswith("v1.9."):
         assert reason == "Target pod is down"
     else:
-        assert reason.startswith("Live migration failed "), reason
+        assert reason == release(kubevirt).migration_error_reason.format(error=faults.LOST_TARGET_ERROR), reason
 
 
 def test_outbound_migrations_per_node_are_limited(kv, namespace, wait):

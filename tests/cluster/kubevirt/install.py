@@ -155,9 +155,11 @@ def with_node_placement(daemonset, kubevirt_cr):
 
 def kubevirt_cr(spec_extra=None):
     """The KubeVirt CR the tests run with. nodePlacement lets virt-handler run on every node, tainted ones
-    too (node05's dedicated=gpu, nodes a test adds for itself), as an admin who runs VMs there configures it."""
+    too (node05's dedicated=gpu, nodes a test adds for itself), as an admin who runs VMs there configures it.
+    The CPUManager feature gate (Alpha in 1.5 to 1.9) lets virt-handler label the nodes whose kubelet has a static
+    CPU manager (heartbeat.go do), as an admin who runs VMs with dedicated CPUs configures it."""
     spec = {"imagePullPolicy": "IfNotPresent",
-            "configuration": {"developerConfiguration": {"featureGates": []}},
+            "configuration": {"developerConfiguration": {"featureGates": ["CPUManager"]}},
             "workloads": {"nodePlacement": {"tolerations": [{"operator": "Exists", "effect": "NoSchedule"}]}}}
     spec.update(spec_extra or {})
     return {"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",

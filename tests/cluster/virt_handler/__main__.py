@@ -35,6 +35,10 @@ def main(argv=None):
                         default=float(os.environ.get("VMSCHED_ABORT_SECONDS", "1.0")),
                         help="how long aborting a running migration takes (annotation "
                              "sim.vmsched.kubevirt.io/abort-seconds overrides it)")
+    parser.add_argument("--shutdown-seconds", type=float,
+                        default=float(os.environ.get("VMSCHED_SHUTDOWN_SECONDS", "0.0")),
+                        help="how long a guest takes to power off on its ACPI signal (annotation "
+                             "sim.vmsched.kubevirt.io/shutdown-seconds overrides it; 'never' ignores the signal)")
     parser.add_argument("--log-level", default=os.environ.get("VMSCHED_HANDLER_LOG_LEVEL", "INFO"))
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -44,7 +48,7 @@ def main(argv=None):
 
     agent = Agent(Kube(args.kubeconfig, user_agent="vmsched-kubevirt-node-agent (kubelet part)"),
                   args.kubevirt_version, args.state, migration_seconds=args.migration_seconds,
-                  abort_seconds=args.abort_seconds)
+                  abort_seconds=args.abort_seconds, shutdown_seconds=args.shutdown_seconds)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -9,8 +9,9 @@ What the kubelet would do on a node with a running virt-handler and virt-launche
 the admin's credentials and said so: device-plugin resources in the node status, a launcher pod
 that ends once its domain has left, the pod of a lost node disappearing, and the TokenRequest itself.
 
-Reads: VMIs through the handler's own list/watch (its RBAC); pods, nodes and VMIMs (only for the
-tests' fault annotations, faults.py) through the admin, as node-local facts.
+Reads: VMIs through the handler's own list/watch (its RBAC); pods, nodes, the KubeVirt CR (the cluster
+config: feature gates, obsoleteCPUModels, network bindings) and VMIMs (only for the tests' fault annotations,
+faults.py) through the admin, as node-local facts.
 """
 from __future__ import annotations
 
@@ -34,8 +35,8 @@ HANDLER_SA = "kubevirt-handler"
 HANDLER_LABEL = "kubevirt.io=virt-handler"
 LAUNCHER_LABEL = "kubevirt.io=virt-launcher"
 CREATED_BY = "kubevirt.io/created-by"
-HEARTBEAT_SECONDS = 60           # vm.go NewVirtualMachineController heartBeatInterval
-LABELLER_SECONDS = 180           # node_labeller.go Run: every 3 minutes
+HEARTBEAT_SECONDS = 60           # vm.go NewVirtualMachineController heartBeatInterval (heartbeat.go: JitterUntil)
+LABELLER_SECONDS = 180           # node_labeller.go Run: every 3 minutes (ksm.go: ksmLoopIntervalMinutes, the same)
 TOKEN_SECONDS = 24 * 3600
 
 
@@ -88,22 +89,26 @@ class NodeHandler:
         self.agent.nodes.upsert(self.client().strategic_patch("nodes", None, self.name, nodes.unschedulable_patch()))
         self.sync(force_labels=True)
 
-    def sync(self, force_labels=False):
+    def sync(self, force_labels=False, heartbeat=True):
         node = self.agent.nodes.get(self.name)
         if node is None:
             return
+        config = self.agent.config()
         devices = nodes.device_resources(node)
         if devices:   # the kubelet's part, after virt-handler's device plugins registered
             node = self.agent.admin.merge_patch("nodes", None, self.name, devices, subresource="status")
             self.agent.nodes.upsert(node)
         if force_labels or time.monotonic() - self.labelled_at > LABELLER_SECONDS:
-            current = (node.get("metadata") or {}).get("labels") or {}
-            patch = nodes.labeller_patch(current, nodes.labeller_labels(self.cpu(), self.agent.release))
+            patch = nodes.labeller_update(node, self.cpu(), self.agent.release, config)
             if patch:   # a 422 (the test op failed: labels changed meanwhile) is retried from the queue
-                self.agent.nodes.upsert(self.client().json_patch("nodes", None, self.name, patch))
+                node = self.client().json_patch("nodes", None, self.name, patch)
+                self.agent.nodes.upsert(node)
+            if not self.agent.release.ksm_in_heartbeat:      # 1.6+: ksm.go Handler, at start and every 3 minutes
+                self.agent.nodes.upsert(self.client().merge_patch("nodes", None, self.name, nodes.ksm_patch()))
             self.labelled_at = time.monotonic()
-        self.agent.nodes.upsert(
-            self.client().strategic_patch("nodes", None, self.name, nodes.heartbeat_patch(self.agent.release)))
+        if heartbeat:
+            self.agent.nodes.upsert(self.client().strategic_patch("nodes", None, self.name, nodes.heartbeat_patch(
+                self.agent.release, cpu_manager=nodes.cpu_manager_enabled(node, config))))
 
     def stop(self):
         try:
@@ -113,14 +118,17 @@ class NodeHandler:
 
 
 class Agent:
-    def __init__(self, admin, version, state_dir, migration_seconds=1.0, abort_seconds=1.0, workers=4):
+    def __init__(self, admin, version, state_dir, migration_seconds=1.0, abort_seconds=1.0, workers=4,
+                 shutdown_seconds=0.0):
         self.admin = admin
         self.version = version
         self.release = release_of(version)
         self.state_dir = state_dir
         self.migration_seconds = migration_seconds
         self.abort_seconds = abort_seconds
+        self.shutdown_seconds = shutdown_seconds
         self.aborts = {}              # migrationUid -> monotonic time virt-controller's abort request was seen
+        self.shutdowns = {}           # VMI uid -> epoch seconds the guest got its ACPI shutdown signal
         self.queue = WorkQueue()
         self.handlers = {}
         self.transfers = {}           # migrationUid -> monotonic start of the (simulated) memory transfer
@@ -129,6 +137,7 @@ class Agent:
         self.stopping = threading.Event()
         self.workers = workers
         self.nodes = Informer(admin, "nodes", path("nodes"), self._on_node)
+        self.kubevirts = Informer(admin, "kubevirt", "/apis/kubevirt.io/v1/kubevirts", self._on_kubevirt)
         self.handler_pods = Informer(admin, "virt-handler-pods", path("pods", NAMESPACE), self._on_handler_pod,
                                      label_selector=HANDLER_LABEL)
         self.pods = Informer(admin, "launcher-pods", "/api/v1/pods", self._on_launcher_pod,
@@ -139,9 +148,26 @@ class Agent:
                               self._on_vmim, indexers={"uid": lambda m: [m["metadata"].get("uid")]})
         self.vmis = None              # list/watch as virt-handler, once a handler token exists
 
+    def config(self):
+        """virt-config GetConfigFromKubeVirtCR: the spec.configuration of the KubeVirt CR that virt-operator has
+        deployed (status.phase set) and that is not being deleted."""
+        for cr in self.kubevirts.list():
+            if not cr["metadata"].get("deletionTimestamp") and (cr.get("status") or {}).get("phase"):
+                return (cr.get("spec") or {}).get("configuration") or {}
+        return {}
+
     # --- events -----------------------------------------------------------------------------------------
 
+    def _on_kubevirt(self, old, new):
+        """clusterConfig.SetConfigModifiedCallback: the node labeller (and 1.6+'s KSM handler) runs again at once."""
+        configuration = [((o or {}).get("spec") or {}).get("configuration") for o in (old, new)]
+        if configuration[0] != configuration[1]:
+            for name in list(self.handlers):
+                self.queue.add(("labels", name))
+
     def _on_node(self, old, new):
+        """A changed Node: the kubelet's part (device-plugin resources) and, when due, the labeller. Not the
+        heartbeat, which runs on its own timer (a heartbeat is itself a change of the Node)."""
         if new is None:                      # a deleted node: its virt-handler is gone with it
             self.handlers.pop(old["metadata"]["name"], None)
         elif new["metadata"]["name"] in self.handlers:
@@ -170,8 +196,10 @@ class Agent:
     # --- start and stop -----------------------------------------------------------------------------------
 
     def start(self, timeout=90.0):
-        for informer in (self.nodes, self.handler_pods):
+        for informer in (self.nodes, self.handler_pods, self.kubevirts):
             informer.start()
+        if not self.kubevirts.synced.wait(timeout):
+            raise RuntimeError(f"{self.kubevirts.name}: not synced after {timeout:.0f}s")
         deadline = time.monotonic() + timeout
         while True:
             ready = {p["spec"].get("nodeName"): p for p in self.handler_pods.list()
@@ -196,7 +224,7 @@ class Agent:
             if not informer.synced.wait(timeout):
                 raise RuntimeError(f"{informer.name}: not synced after {timeout:.0f}s")
         for name in self.handlers:
-            self.queue.add_after(("node", name), HEARTBEAT_SECONDS)
+            self.queue.add_after(("heartbeat", name), HEARTBEAT_SECONDS)
         for i in range(self.workers):
             threading.Thread(target=self._worker, name=f"worker-{i}", daemon=True).start()
 
@@ -205,7 +233,7 @@ class Agent:
         self.queue.shutdown()
         for handler in self.handlers.values():
             handler.stop()
-        for informer in (self.nodes, self.handler_pods, self.pods, self.vmims, self.vmis):
+        for informer in (self.nodes, self.handler_pods, self.kubevirts, self.pods, self.vmims, self.vmis):
             if informer is not None:
                 informer.stop()
 
@@ -233,8 +261,16 @@ class Agent:
         if kind == "node":
             handler = self.handlers.get(name)
             if handler is not None:
-                handler.sync()
+                handler.sync(heartbeat=False)
+        elif kind == "heartbeat":
+            handler = self.handlers.get(name)
+            if handler is not None:
+                handler.sync(heartbeat=True)
                 self.queue.add_after(key, HEARTBEAT_SECONDS)
+        elif kind == "labels":
+            handler = self.handlers.get(name)
+            if handler is not None:
+                handler.sync(force_labels=True, heartbeat=False)
         elif kind == "handler-pod":
             pod = self.handler_pods.get(name)
             node = (pod or {}).get("spec", {}).get("nodeName")
@@ -245,7 +281,7 @@ class Agent:
                 handler = NodeHandler(self, node, pod)
                 handler.start()
                 self.handlers[node] = handler
-                self.queue.add_after(("node", node), HEARTBEAT_SECONDS)
+                self.queue.add_after(("heartbeat", node), HEARTBEAT_SECONDS)
                 log.info("%s: virt-handler up (pod %s): labelled, heartbeat", node, pod["metadata"]["name"])
             elif pod["metadata"]["uid"] != handler.pod["metadata"]["uid"]:
                 handler.pod, handler.kube = pod, None     # a new pod: a token bound to it
@@ -284,18 +320,36 @@ class Agent:
         meta = vmi.get("metadata") or {}
         if meta.get("deletionTimestamp") or (pod is not None and pod["metadata"].get("deletionTimestamp")):
             if vmis.status(vmi).get("phase") in ("Scheduled", "Running"):
-                self.put_vmi(node, vmis.shut_down(vmi))
-                log.info("%s: shut down on %s", key, node)
+                self.shut_down(key, node, vmi)
             return
         if vmis.status(vmi).get("phase") not in ("Scheduled", "Running") or pod is None:
             return
-        new = vmis.node_status(vmi, self.release, self.handlers[node].cpu(), (pod.get("status") or {}).get("podIP"))
+        new = vmis.node_status(vmi, self.release, self.handlers[node].cpu(), (pod.get("status") or {}).get("podIP"),
+                               config=self.config())
         if new.get("status") != vmi.get("status"):
             stored = self.put_vmi(node, new)
             if vmis.status(vmi).get("phase") != "Running":
                 log.info("%s: Running on %s (LiveMigratable=%s)", key, node, next(
                     (c["status"] for c in vmis.status(stored).get("conditions") or []
                      if c["type"] == vmis.LIVE_MIGRATABLE), None))
+
+    def shut_down(self, key, node, vmi):
+        """vm.go processVmShutdown: the guest gets its ACPI signal (on deletion of the VMI, or of its launcher pod:
+        virt-launcher marks the domain for a graceful shutdown), powers off after its own time (faults.py
+        shutdown-seconds) or is killed once the grace period is over."""
+        uid = vmi["metadata"].get("uid")
+        with self.lock:
+            signalled = self.shutdowns.setdefault(uid, time.time())
+        outcome, left = vmis.shutdown_outcome(vmi, signalled, faults.shutdown_seconds(vmi, self.shutdown_seconds),
+                                              time.time())
+        if outcome == "wait":
+            self.queue.add_after(("vmi", key), left)
+            return
+        stored = self.put_vmi(node, vmis.shut_down(vmi, outcome))
+        with self.lock:
+            self.shutdowns.pop(uid, None)
+        log.info("%s: %s on %s (%s)", key, "powered off" if outcome == "off" else "killed after the grace period",
+                 node, vmis.status(stored).get("phase"))
 
     # --- migrations ----------------------------------------------------------------------------------------
 
@@ -314,10 +368,10 @@ class Agent:
             self.queue.add_after(("vmi", obj_key(vmi)), remaining + 0.05)
             return False, None
         if uid in self.lost_targets:
-            # libvirt's migration to a peer that went away fails on the source; virt-launcher reports it as
-            # "Live migration failed <libvirt error>" (live-migration-source.go, migration monitor). 1.9's
-            # virt-controller marks the VMI first (Target pod is down); 1.6's leaves a started migration to this.
-            return True, "Live migration failed " + faults.LOST_TARGET_ERROR
+            # libvirt's migration to a peer that went away fails on the source; virt-launcher reports libvirt's error
+            # in its release's words (live-migration-source.go; mig.lost_target_reason). 1.9's virt-controller marks
+            # the VMI first (Target pod is down); 1.6's leaves a started migration to this.
+            return True, mig.lost_target_reason(self.release)
         return True, faults.knob(vmi, vmim, faults.MIGRATION_FAIL)
 
     def sync_migration(self, key, vmi):
@@ -345,7 +399,11 @@ class Agent:
             target_pod = self.pods.get(f"{vmi['metadata']['namespace']}/{ms.get('targetPod')}")
             if target_pod is None or not _pod_ready(target_pod):
                 return True
-            target_ip = (target_pod.get("status") or {}).get("podIP")
+            # the target handler's own migration IP: its pod's IP (not the launcher pod's)
+            handler_pod = self.handlers[node].pod
+            target_ip = mig.migration_ip(self.handler_pods.get(obj_key(handler_pod)) or handler_pod)
+            if not target_ip:
+                return True
         self.put_vmi(node, mig.apply_step(vmi, name, self.release, target_ip=target_ip, fail_reason=fail_reason))
         log.info("%s: migration %s: %s %s on %s", key, ms["migrationUid"][:8], role, name, node)
         if name == "start":

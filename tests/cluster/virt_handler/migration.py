@@ -11,7 +11,7 @@ v1.9.0, pkg/virt-handler/migration-target.go and migration-source.go):
     T6  target: the label kubevirt.io/migrationTargetNodeName goes
 A failure is written by the source (failed, failureReason, endTimestamp; 1.9 also completed); an
 abort (migrationState.abortRequested, set by virt-controller when the VMIM is deleted while Running)
-is a failure with abortStatus Succeeded and "Live migration has been aborted".
+is a failure with abortStatus Succeeded and the release's words for it (versions.Release.abort_reason).
 In 1.5 the source, not the target, moves nodeName once the target reports the domain ready, and
 nothing removes the target label.
 
@@ -23,14 +23,16 @@ from __future__ import annotations
 import copy
 import hashlib
 
+from . import faults
 from .versions import Release
 from .vmi import now_iso
 
 NODE_NAME_LABEL = "kubevirt.io/nodeName"
 TARGET_NODE_LABEL = "kubevirt.io/migrationTargetNodeName"
-ABORTED = "Live migration has been aborted"
-# migration-proxy.go: LibvirtDirectMigrationPort; the proxy's own listening ports are random
+# migration-proxy.go: LibvirtDirectMigrationPort and LibvirtBlockMigrationPort; the proxy's own listening ports are
+# random, and one more forwards to libvirt itself (0)
 DIRECT_MIGRATION_PORT = 49152
+BLOCK_MIGRATION_PORT = 49153
 
 
 def state(vmi):
@@ -74,13 +76,35 @@ def next_step(vmi, release: Release, transfer_done, fail_reason):
     return ("target", "complete")                                               # T5
 
 
-def _listen_ports(uid):
+def migration_ip(handler_pod):
+    """cmd/virt-handler: migrationIpAddress is --pod-ip-address, $(MY_POD_IP) (the virt-handler pod's status.podIP,
+    daemonsets.go), unless a migration0 interface exists (virthandler.FindMigrationIP)."""
+    return ((handler_pod or {}).get("status") or {}).get("podIP")
+
+
+def lost_target_reason(release: Release):
+    """The source's failureReason once libvirt's migration call fails because the target went away: libvirt's error
+    (faults.LOST_TARGET_ERROR stands for it) in the release's words (versions.Release.migration_error_reason)."""
+    return release.migration_error_reason.format(error=faults.LOST_TARGET_ERROR)
+
+
+def _block_migration(vmi):
+    """VirtualMachineInstance.IsBlockMigration: migrationMethod BlockMigration or volumes being migrated."""
+    st = vmi.get("status") or {}
+    return st.get("migrationMethod") == "BlockMigration" or bool(st.get("migratedVolumes"))
+
+
+def _listen_ports(uid, block):
+    """migration-target.go handleTargetMigrationProxy: a proxy to libvirt's socket and one per port of
+    migrationproxy.GetMigrationPortsList; GetTargetListenerPorts maps each proxy's (random) TCP port to the
+    libvirt port it stands for (0 for libvirt itself)."""
     digest = int(hashlib.sha256(uid.encode()).hexdigest()[:8], 16)
-    return {str(30000 + digest % 20000): 0, str(30000 + (digest // 20000) % 20000 + 1): DIRECT_MIGRATION_PORT}
+    wanted = [0, DIRECT_MIGRATION_PORT] + ([BLOCK_MIGRATION_PORT] if block else [])
+    return {str(30000 + (digest + 7919 * i) % 20000): port for i, port in enumerate(wanted)}
 
 
 def apply_step(vmi, step, release: Release, target_ip=None, fail_reason=None, now=None):
-    """The VMI after one handler step (a deep copy)."""
+    """The VMI after one handler step (a deep copy). target_ip: the target handler's migration IP (migration_ip)."""
     new = copy.deepcopy(vmi)
     st = new.setdefault("status", {})
     ms = st.setdefault("migrationState", {})
@@ -88,14 +112,14 @@ def apply_step(vmi, step, release: Release, target_ip=None, fail_reason=None, no
     stamp = now_iso(now)
     if step == "listen":
         ms["targetNodeAddress"] = target_ip
-        ms["targetDirectMigrationNodePorts"] = _listen_ports(ms["migrationUid"])
+        ms["targetDirectMigrationNodePorts"] = _listen_ports(ms["migrationUid"], _block_migration(new))
     elif step == "start":
         ms["startTimestamp"] = stamp
         ms["mode"] = "PreCopy"
     elif step in ("fail", "aborted"):
         ms["failed"] = True
         ms["endTimestamp"] = stamp
-        ms["failureReason"] = ABORTED if step == "aborted" else fail_reason
+        ms["failureReason"] = release.abort_reason if step == "aborted" else fail_reason
         if step == "aborted":
             ms["abortStatus"] = "Succeeded"
         if release.source_completes_failure:
@@ -130,6 +154,7 @@ def _take_ownership(vmi, target, stamp):
     vmi["metadata"]["labels"].pop("kubevirt.io/outdatedLauncherImage", None)
     (vmi["metadata"].get("annotations") or {}).pop("kubevirt.io/eviction-source", None)
     st["nodeName"] = target
-    st["launcherContainerImageVersion"] = ""
-    st["evacuationNodeName"] = ""
+    # set to "" upstream, and both are omitempty: gone from the VMI's JSON
+    st.pop("launcherContainerImageVersion", None)
+    st.pop("evacuationNodeName", None)
     st["migrationTransport"] = "Unix"
