@@ -164,20 +164,21 @@ def test_table_refuses_what_it_cannot_lay_out(kwargs, message):
 
 
 def _word(rng, longest):
-    return "".join(rng.choice(string.ascii_lowercase + string.digits + ".-/:") for _ in range(rng.randint(1, longest)))
+    return "".join(rng.choice(string.ascii_lowercase + string.digits + ".-/:")
+                   for _letter in range(rng.randint(1, longest)))
 
 
 def test_no_printed_line_is_wider_than_the_terminal():
-    """Random tables, records and prose, printed as ansible-playbook prints them: no line over 80 columns but a
-    single word longer than a line, alone on its own."""
+    """Random tables, records and prose (words shorter than a line; references pinned to digests), printed as
+    ansible-playbook prints them: no line over 80 columns."""
     rng = random.Random(30)
     for _case in range(200):
-        columns = [_word(rng, 10).upper() for _ in range(rng.randint(1, 8))]
-        rows = [[_word(rng, 30 if i == 0 else 9) for i in range(len(columns))] for _ in range(rng.randint(0, 4))]
-        records = [[[_word(rng, 18), " ".join(_word(rng, 12) for _ in range(rng.randint(1, 12)))]
-                    for _ in range(rng.randint(1, 5))] + [["image", _word(rng, 50) + DIGEST]]]
-        prose = " ".join(_word(rng, 20) for _ in range(rng.randint(1, 40)))
-        for lines in (terminal_table(rows, columns, align="".join(rng.choice("<>") for _ in columns),
+        columns = [_word(rng, 10).upper() for _column in range(rng.randint(1, 8))]
+        rows = [[_word(rng, 30 if i == 0 else 9) for i in range(len(columns))] for _row in range(rng.randint(0, 4))]
+        records = [[[_word(rng, 18), " ".join(_word(rng, 12) for _word_index in range(rng.randint(1, 12)))]
+                    for _field in range(rng.randint(1, 5))] + [["image", _word(rng, 50) + DIGEST]]]
+        prose = " ".join(_word(rng, 20) for _word_index in range(rng.randint(1, 40)))
+        for lines in (terminal_table(rows, columns, align="".join(rng.choice("<>") for _column in columns),
                                      legend=prose), terminal_records(records), terminal_lines(prose)):
             shown = printed(lines)
             assert shown[:2] == ["", "    msg:"], shown
