@@ -117,6 +117,20 @@ def test_site_cluster_summary():
     assert records[-2] == ("cluster", "lab"), records
 
 
+def test_site_image_locality_advice():
+    advice = ("ImageLocality gives a virt-launcher pod 12 more points (of 100) on the 2 node(s) for VMs that list "
+              "quay.io/kubevirt/virt-launcher:v1.9.0 in status.images than on the 3 that do not, so new VMs lean "
+              "toward the first. Place VMs with a scheduler running the kubevirt profile (role "
+              "vmsched.kubevirt.secondary_scheduler, ImageLocality off), or raise the kubelet's nodeStatusMaxImages")
+    exposure = {"exposed": True, "nodes_listing": ["node01"], "nodes_not_listing": ["node02"],
+                "nodes_at_image_cap": ["node01", "node02"], "score_difference": 12, "advice": advice}
+    [msg] = report("site.yml", "Show whether ImageLocality favours some nodes (seed 004)",
+                   site_scheduling={"image_locality": exposure})
+    assert " ".join(msg["advice"]) == advice, msg
+    wide = [line for line in printed(msg) if len(line) > COLUMNS]
+    assert not wide, "\n".join(printed(msg))
+
+
 def test_migrate_vm_report():
     messages = report("migrate_vm.yml", "Report where the VM runs", migrate_vm_namespace=NS,
                       migrate_vm_name="postgres-primary-replica-set-member-0123", ansible_check_mode=False,
@@ -193,13 +207,12 @@ def test_every_report_of_a_playbook_is_printed_as_lines(playbook):
     assert unchecked <= KNOWN_STRUCTURED, unchecked
 
 
-# Reports printed as YAML mappings of figures and names (the nodes' labels, the balance and the schedulers,
-# ImageLocality's figures, the opt-in's and teardown's counts), not as lines of text.
+# Reports printed as YAML mappings of figures and names (the nodes' labels, the balance and the schedulers, the
+# opt-in's and teardown's counts), not as lines of text.
 KNOWN_STRUCTURED = {
     "Show the Kubernetes server version, the nodes and KubeVirt",
     "Show each node's readiness and labels of interest",
     "Show the balance, the schedulers in use and the migrations in flight",
-    "Show whether ImageLocality favours some nodes (seed 004)",
     "Show what the opt-in changed and what takes effect later",
     "Show the VMs restored",
 }
