@@ -5,7 +5,7 @@
                                         start (or reuse) the cluster, print its kubeconfig
     cluster.py down                     stop it and remove its state directory
     cluster.py restart-apiserver        stop and start kube-apiserver (clients must survive it)
-    cluster.py scheduler-up NAMESPACE NAME
+    cluster.py scheduler-up NAMESPACE NAME [--if-deployed]
                                         run the control plane's kube-scheduler as the secondary scheduler
                                         NAME deployed in NAMESPACE: its configuration, its ServiceAccount
     cluster.py scheduler-down           stop it (`down` does too)
@@ -318,17 +318,21 @@ def secondary_scheduler():
     return Background(STATE, "secondary-scheduler")
 
 
-def scheduler_up(namespace, name, timeout=60.0):
+def scheduler_up(namespace, name, if_deployed=False, timeout=60.0):
     """The secondary scheduler a role deployed, really scheduling: KWOK runs no container, so the Deployment's pod is
     Running and binds nothing. This runs the control plane's own kube-scheduler binary (the release of the API
     server, as the role's image is) with the configuration the role wrote (read from the ConfigMap or Secret the
     Deployment mounts), as the role's ServiceAccount (a TokenRequest token), until scheduler-down or down.
-    A scheduler already running here is stopped first: there is one at a time."""
-    scheduler = secondary_scheduler()
-    scheduler.stop()
+    One at a time: a scheduler running here with another configuration is stopped first; one with this
+    configuration is left running. if_deployed: when there is no such Deployment, say so and start nothing."""
     k = kubectl()
-    deployment = k.json("get", "deployment", "-n", namespace, name)
-    pod = deployment["spec"]["template"]["spec"]
+    found = k("get", "deployment", "-n", namespace, name, "-o", "json", check=False)
+    if found.returncode != 0:
+        if if_deployed:
+            log(f"no Deployment {namespace}/{name} (yet): no secondary scheduler started")
+            return
+        sys.exit(f"cluster.py: no Deployment {namespace}/{name}: {found.stderr.strip()}")
+    pod = json.loads(found.stdout)["spec"]["template"]["spec"]
     args = pod["containers"][0].get("args") or []
     config_file = next((a.split("=", 1)[1] for a in args if a.startswith("--config=")), None)
     volume = next((v for v in pod.get("volumes") or [] if v["name"] == "config"), None)
@@ -339,13 +343,22 @@ def scheduler_up(namespace, name, timeout=60.0):
     if "configMap" in volume:
         text = k.json("get", "configmap", "-n", namespace, volume["configMap"]["name"])["data"][key]
     else:
-        text = base64.b64decode(k.json("get", "secret", "-n", namespace, volume["secret"]["secretName"])["data"][key])
+        data = k.json("get", "secret", "-n", namespace, volume["secret"]["secretName"])["data"][key]
+        text = base64.b64decode(data).decode()
+    service_account = pod.get("serviceAccountName") or "default"
+    identity = f"system:serviceaccount:{namespace}:{service_account}"
+    config = yaml.safe_load(text)
+    names = ", ".join(str(p.get("schedulerName")) for p in config.get("profiles") or [])
     workdir = STATE / "secondary-scheduler"
     workdir.mkdir(parents=True, exist_ok=True)
-    service_account = pod.get("serviceAccountName") or "default"
+    source, wanted = workdir / "source", f"{namespace}/{name} as {identity}\n{text}"
+    scheduler = secondary_scheduler()
+    if scheduler.pid() and source.exists() and source.read_text() == wanted:
+        log(f"kube-scheduler already schedules as {names} with {namespace}/{name}'s configuration")
+        return
+    scheduler.stop()
     kubeconfig = k.kubeconfig_for_token(k.token(service_account, namespace, seconds=24 * 3600),
-                                        workdir / "kubeconfig", f"system:serviceaccount:{namespace}:{service_account}")
-    config = yaml.safe_load(text)
+                                        workdir / "kubeconfig", identity)
     config["clientConnection"] = dict(config.get("clientConnection") or {}, kubeconfig=str(kubeconfig))
     config_path = workdir / "config.yaml"
     config_path.write_text(yaml.safe_dump(config))
@@ -355,9 +368,9 @@ def scheduler_up(namespace, name, timeout=60.0):
                             f"--secure-port={SCHEDULER_PORT}", f"--authentication-kubeconfig={kubeconfig}",
                             f"--authorization-kubeconfig={kubeconfig}", "--v=2"])
     scheduler.wait_until(lambda: _healthy(SCHEDULER_PORT), "/healthz", proc, timeout)
-    names = [p.get("schedulerName") for p in config.get("profiles") or []]
-    log(f"kube-scheduler {kubernetes_version()} schedules as {', '.join(names)} with {namespace}/{name}'s "
-        f"configuration, as system:serviceaccount:{namespace}:{service_account}; log {scheduler.logfile}")
+    source.write_text(wanted)
+    log(f"kube-scheduler {kubernetes_version()} schedules as {names} with {namespace}/{name}'s configuration, as "
+        f"{identity}; log {scheduler.logfile}")
 
 
 def _healthy(port):
@@ -447,6 +460,8 @@ def main():
     p_scheduler = sub.add_parser("scheduler-up")
     p_scheduler.add_argument("namespace", help="the namespace the secondary_scheduler role deployed it in")
     p_scheduler.add_argument("name", help="its name (secondary_scheduler_name)")
+    p_scheduler.add_argument("--if-deployed", action="store_true",
+                             help="start nothing, and say so, when there is no such Deployment (yet)")
     sub.add_parser("scheduler-down")
     args = parser.parse_args()
     if getattr(args, "kubernetes", None):
@@ -456,7 +471,7 @@ def main():
     elif args.command == "down":
         down()
     elif args.command == "scheduler-up":
-        scheduler_up(args.namespace, args.name)
+        scheduler_up(args.namespace, args.name, args.if_deployed)
     elif args.command == "scheduler-down":
         scheduler_down()
     else:
