@@ -368,8 +368,12 @@ RELEASE := $(BUILD)/release
 RELEASE_VENV := $(RELEASE)/venv
 RELEASE_COLLECTIONS := $(RELEASE)/collections
 RELEASE_NAMESPACE := vmsched-release
+# Names of its own too: a cluster that ran make demo has a scheduler and a descheduler of the default names, and the
+# roles refuse a second one of a name.
+RELEASE_SCHEDULER := $(RELEASE_NAMESPACE)-scheduler
 RELEASE_SITE_VARS := $(DEMO_SITE_VARS) -e site_scheduler_namespace=$(RELEASE_NAMESPACE) \
-	-e site_descheduler_namespace=$(RELEASE_NAMESPACE) -e site_vm_defaults_name=$(RELEASE_NAMESPACE)
+	-e site_scheduler_name=$(RELEASE_SCHEDULER) -e site_descheduler_namespace=$(RELEASE_NAMESPACE) \
+	-e site_descheduler_name=$(RELEASE_NAMESPACE)-descheduler -e site_vm_defaults_name=$(RELEASE_NAMESPACE)
 RELEASE_VARS := $(RELEASE_SITE_VARS) -e site_vms_namespace=$(RELEASE_NAMESPACE)
 RELEASE_ENV = env -u ANSIBLE_CONFIG KUBECONFIG=$(LOCAL_KUBECONFIG) ANSIBLE_LOCALHOST_WARNING=false \
 	ANSIBLE_INVENTORY_UNPARSED_WARNING=false ANSIBLE_CALLBACK_RESULT_FORMAT=yaml ANSIBLE_COLLECTIONS_PATH=$(RELEASE_COLLECTIONS)
@@ -405,7 +409,7 @@ release-check: venv cluster-up ## Build the collection, install the tarball in a
 	@trap '$(RELEASE_PLAYBOOK) vmsched.kubevirt.teardown $(RELEASE_VARS) -e site_scheduler_remove_in_use=true >/dev/null \
 		&& $(RELEASE_PLAYBOOK) vmsched.kubevirt.demo_vms -e demo_vms_namespace=$(RELEASE_NAMESPACE) -e demo_vms_state=absent >/dev/null \
 		|| echo "release-check: cleaning up $(RELEASE_NAMESPACE) failed" >&2' EXIT; \
-	$(call DEMO_RUN,$(RELEASE),vmsched.kubevirt.{},$(RELEASE_NAMESPACE),$(RELEASE_SITE_VARS),$(RELEASE_NAMESPACE)/kubevirt-scheduler) \
+	$(call DEMO_RUN,$(RELEASE),vmsched.kubevirt.{},$(RELEASE_NAMESPACE),$(RELEASE_SITE_VARS),$(RELEASE_NAMESPACE)/$(RELEASE_SCHEDULER)) \
 		$(RELEASE_ENV) DEMO_ANSIBLE_PLAYBOOK=$(RELEASE_VENV)/bin/ansible-playbook SITE_ARGS= \
 		bash $(CURDIR)/tests/demo/run.sh 2>&1 | tee $(RELEASE)/demo.log; \
 	cd $(CURDIR) && $(call DEMO_CHECK,$(RELEASE)/demo.log,$(RELEASE_NAMESPACE))

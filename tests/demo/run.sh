@@ -18,7 +18,8 @@
 #   SITE_ARGS               more arguments for site.yml's first run (make demo SITE_ARGS=...)
 set -euo pipefail
 
-say() { printf '\n==> %s\n' "$*"; }
+# Each step with the seconds since the demo began.
+say() { printf '\n==> %s [%ds]\n' "$*" "$SECONDS"; }
 cluster() {
     # shellcheck disable=SC2086  # a command and its arguments
     $DEMO_CLUSTER "$@"
