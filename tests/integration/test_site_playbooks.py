@@ -99,7 +99,7 @@ def test_the_image_step_pins_both_images_and_mirrors_them(api_client, kubeconfig
             return {what: apps.read_namespaced_deployment(name, namespace).spec.template.spec.containers[0].image
                     for what, name in (("scheduler", scheduler), ("descheduler", "kubevirt-descheduler"))}
 
-        def images(run):
+        def shown(run):
             summary = run.clusters()["localhost"]
             return summary["scheduler image"], summary["descheduler image"]
 
@@ -107,7 +107,7 @@ def test_the_image_step_pins_both_images_and_mirrors_them(api_client, kubeconfig
         assert not resolved.failed, resolved.failure or resolved.stdout[-3000:]
         pinned = {what: f"{source.host}/{image}@{digests[what]}" for what, image in images.items()}
         assert deployed() == pinned
-        assert images(resolved) == (pinned["scheduler"], pinned["descheduler"]), images(resolved)
+        assert shown(resolved) == (pinned["scheduler"], pinned["descheduler"]), shown(resolved)
 
         mirror = dict(answers, site_image_mode="mirror", site_image_target_registry=target.host,
                       site_image_target_tls_verify=False)
@@ -117,7 +117,7 @@ def test_the_image_step_pins_both_images_and_mirrors_them(api_client, kubeconfig
                                                                                              .split(":")[1]]}
         copies = {what: f"{target.host}/{image}@{digests[what]}" for what, image in images.items()}
         assert deployed() == copies
-        assert images(mirrored) == (copies["scheduler"], copies["descheduler"]), images(mirrored)
+        assert shown(mirrored) == (copies["scheduler"], copies["descheduler"]), shown(mirrored)
         again = run_playbook(SITE, mirror, kubeconfig)
         assert not again.failed and again.changed == 0, [n for n, r in again.results if r.get("changed")]
     finally:
