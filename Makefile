@@ -298,76 +298,93 @@ cluster-down: venv ## Stop the local control plane (tests/cluster/cluster.py)
 	$(call say,"stopping the local control plane")
 	PATH=$(BIN):$$PATH $(CLUSTER_DOWN)
 
-# make demo on the local control plane: demo VMs in DEMO_NAMESPACE (playbooks/demo_vms.yml,
-# which refuses to run on real nodes), site.yml opting them in, one targeted migration of
-# demo-vm-01 to DEMO_TARGET_NODE, DEMO_TARGET_NODE's demo VMs evacuated to DEMO_EVACUATION_TARGET
-# (not cordoned, so the fixture's nodes stay as they were; the report shows its drain plan), a rebalance of the demo
-# VMs (rebalance.yml: the plan in check mode, then a run), and the report. KWOK pulls no image, so site.yml computes
-# the scheduler and descheduler images from the server version instead of looking them up in registry.k8s.io
-# (site_image_lookup=false); against a real cluster site.yml keeps its defaults.
+# make demo on the local control plane (tests/demo/run.sh, the same steps release-check runs from the installed
+# collection): demo VMs in DEMO_NAMESPACE (playbooks/demo_vms.yml, which refuses to run on real nodes), site.yml
+# opting them in; the secondary scheduler at work: KWOK runs no container, so the control plane's own kube-scheduler
+# runs with the configuration the role wrote, as its ServiceAccount (cluster.py scheduler-up; stopped when the demo
+# ends, and by cluster-down), and binds demo-vm-05, created after the VM defaults policy gave it that scheduler; one
+# targeted migration of demo-vm-01 to DEMO_TARGET_NODE, DEMO_TARGET_NODE's demo VMs evacuated to
+# DEMO_EVACUATION_TARGET (not cordoned, so the fixture's nodes stay as they were; the report shows its drain plan), a
+# rebalance of the demo VMs (rebalance.yml: the plan in check mode, then a run), and the report. KWOK pulls no image,
+# so site.yml computes the scheduler and descheduler images from the server version instead of looking them up in
+# registry.k8s.io (site_image_lookup=false); against a real cluster site.yml keeps its defaults.
 # The descheduler starts in its dry run (site.yml's default); its preview Job would never log on KWOK's nodes
 # (site_descheduler_dry_run_preview=false). SITE_ARGS adds ansible-playbook arguments to site.yml, e.g.
 # SITE_ARGS=--check or SITE_ARGS='-e site_vms_namespace=prod'. Against a user's cluster (KUBECONFIG set) site.yml
 # runs in check mode and prints what a real run would change: SITE_CHECK= runs it for real.
+# What the demo printed is in $(BUILD)/demo.log; tests/demo/test_demo_output.py asserts on it (make demo-check; make
+# demo runs it unless SITE_ARGS changed the demo).
 DEMO_NAMESPACE ?= vmsched-demo
 DEMO_TARGET_NODE ?= node04
 # Same processor as node04 (Cascade Lake): KubeVirt only migrates to a node with the VM's CPU model.
 DEMO_EVACUATION_TARGET ?= node02
-DEMO_EVACUATE_VARS = -e evacuate_node_name=$(DEMO_TARGET_NODE) -e evacuate_node_cordon=false \
-	-e evacuate_node_target_nodes=$(DEMO_EVACUATION_TARGET) -e evacuate_node_wait_timeout=120
 SITE_ARGS ?=
 SITE_CHECK ?= --check
-# The demo VMs only; no cooldown: the evacuation just moved them.
-DEMO_REBALANCE_VARS = -e rebalance_namespaces=$(DEMO_NAMESPACE) -e rebalance_cooldown=0 -e rebalance_wait_timeout=120
-DEMO_PLAYBOOK = KUBECONFIG=$(LOCAL_KUBECONFIG) $(ANSIBLE_ENV) $(BIN)/ansible-playbook
-DEMO_REPORT_ONLY := -e site_image=false -e site_scheduler=false -e site_vm_defaults=false -e site_descheduler=false -e site_vms=false
+DEMO_LOG := $(BUILD)/demo.log
+# tests/demo/run.sh's settings but for the playbooks, the namespaces and site.yml's variables ($(1): the working
+# directory, $(2): how the playbooks are named, $(3): the demo's namespace, $(4): site.yml's variables, $(5): its
+# secondary scheduler).
+DEMO_RUN = cd $(1) && DEMO_PLAYBOOKS='$(2)' DEMO_NAMESPACE=$(3) DEMO_SITE_VARS='$(4)' DEMO_SCHEDULER=$(5) \
+	DEMO_TARGET_NODE=$(DEMO_TARGET_NODE) DEMO_EVACUATION_TARGET=$(DEMO_EVACUATION_TARGET) \
+	DEMO_CLUSTER='$(BIN)/python $(CURDIR)/tests/cluster/cluster.py'
+DEMO_SITE_VARS := -e site_image_lookup=false -e site_descheduler_dry_run_preview=false
+# The output check: the log of a run of tests/demo/run.sh, with the names of that run.
+DEMO_CHECK = VMSCHED_DEMO_LOG=$(1) VMSCHED_DEMO_NAMESPACE=$(2) $(ANSIBLE_ENV) $(BIN)/pytest -q -p no:cacheprovider \
+	tests/demo/test_demo_output.py
 
 .PHONY: demo
 ifneq ($(USER_KUBECONFIG),)
-demo: venv ## Run playbooks/site.yml (in check mode against $KUBECONFIG if set, else demo VMs, site.yml and a migration locally)
+demo: venv ## Run playbooks/site.yml (in check mode against $KUBECONFIG if set, else the demo on the local control plane)
 	$(call say,"site.yml $(SITE_CHECK) against KUBECONFIG=$(USER_KUBECONFIG) (SITE_CHECK= for a real run); the local control plane is not started")
 	KUBECONFIG=$(USER_KUBECONFIG) $(ANSIBLE_ENV) $(BIN)/ansible-playbook playbooks/site.yml $(SITE_CHECK) $(SITE_ARGS)
 else
 demo: venv cluster-up
-	$(call say,"demo VMs in namespace $(DEMO_NAMESPACE) of the local control plane")
-	$(DEMO_PLAYBOOK) playbooks/demo_vms.yml -e demo_vms_namespace=$(DEMO_NAMESPACE)
-	$(call say,"site.yml: images -> secondary scheduler -> VM defaults -> descheduler -> VM opt-in -> report")
-	$(DEMO_PLAYBOOK) playbooks/site.yml -e site_image_lookup=false -e site_vms_namespace=$(DEMO_NAMESPACE) \
-		-e site_descheduler_dry_run_preview=false $(SITE_ARGS)
-	$(call say,"migrate_vm.yml: $(DEMO_NAMESPACE)/demo-vm-01 to $(DEMO_TARGET_NODE)")
-	$(DEMO_PLAYBOOK) playbooks/migrate_vm.yml -e migrate_vm_namespace=$(DEMO_NAMESPACE) -e migrate_vm_name=demo-vm-01 \
-		-e migrate_vm_target_node=$(DEMO_TARGET_NODE) -e migrate_vm_wait_timeout=120
-	$(call say,"evacuate_node.yml: the demo VMs on $(DEMO_TARGET_NODE) to $(DEMO_EVACUATION_TARGET)")
-	$(DEMO_PLAYBOOK) playbooks/evacuate_node.yml $(DEMO_EVACUATE_VARS) \
-		-e evacuate_node_namespace=$(DEMO_NAMESPACE)
-	$(call say,"rebalance.yml: a plan that evens out the VMs per node in check mode (what an approver reads) and then a run")
-	$(DEMO_PLAYBOOK) playbooks/rebalance.yml --check $(DEMO_REBALANCE_VARS)
-	$(DEMO_PLAYBOOK) playbooks/rebalance.yml $(DEMO_REBALANCE_VARS)
-	$(call say,"the report after the migration and the evacuation and the rebalance")
-	$(DEMO_PLAYBOOK) playbooks/site.yml $(DEMO_REPORT_ONLY)
+	@mkdir -p $(BUILD)
+	@# Ansible's colours on a terminal, though its output goes through tee (the check reads past them).
+	@color=$$([ -t 1 ] && echo 1 || echo 0); \
+	$(call DEMO_RUN,$(CURDIR),playbooks/{}.yml,$(DEMO_NAMESPACE),$(DEMO_SITE_VARS),vmsched-scheduler/kubevirt-scheduler) \
+		KUBECONFIG=$(LOCAL_KUBECONFIG) $(ANSIBLE_ENV) ANSIBLE_FORCE_COLOR=$$color DEMO_ANSIBLE_PLAYBOOK=$(BIN)/ansible-playbook \
+		SITE_ARGS='$(SITE_ARGS)' tests/demo/run.sh 2>&1 | tee $(DEMO_LOG)
+ifeq ($(strip $(SITE_ARGS)),)
+	@$(MAKE) demo-check
+else
+	$(call say,"SITE_ARGS changed the demo: its output is not checked (make demo-check would check $(DEMO_LOG))")
 endif
+endif
+
+.PHONY: demo-check
+demo-check: venv ## Assert on what the last make demo printed ($(BUILD)/demo.log): tests/demo/test_demo_output.py
+	$(call say,"checking what the demo printed ($(DEMO_LOG))")
+	$(call DEMO_CHECK,$(DEMO_LOG),$(DEMO_NAMESPACE))
 
 # --- release ----------------------------------------------------------------------
 
 # The collection as users get it: the tarball `ansible-galaxy collection build` makes, installed
 # into a fresh virtualenv (requirements.txt and the ansible-core pin, no `ansible` package, pip's
 # cache) with the kubernetes.core and kubevirt.core the dev venv's `ansible` package bundles (installed offline: Galaxy
-# may be unreachable), then the demo run from the installed collection's playbooks
-# (ansible-playbook vmsched.kubevirt.<name>) outside the checkout, in its own namespace, torn down after.
+# may be unreachable), then make demo's steps (tests/demo/run.sh) run from the installed collection's playbooks
+# (ansible-playbook vmsched.kubevirt.<name>) outside the checkout, in its own namespace, printed with the documented
+# result format (callback_result_format = yaml); tests/demo/test_demo_output.py asserts on that output, so this one
+# run proves the release and the demo. Torn down after.
 RELEASE := $(BUILD)/release
 RELEASE_VENV := $(RELEASE)/venv
 RELEASE_COLLECTIONS := $(RELEASE)/collections
 RELEASE_NAMESPACE := vmsched-release
-RELEASE_VARS := -e site_image_lookup=false -e site_vms_namespace=$(RELEASE_NAMESPACE) \
-	-e site_scheduler_namespace=$(RELEASE_NAMESPACE) -e site_descheduler_namespace=$(RELEASE_NAMESPACE) \
-	-e site_vm_defaults_name=$(RELEASE_NAMESPACE) -e site_descheduler_dry_run_preview=false
-RELEASE_PLAYBOOK = cd $(RELEASE) && env -u ANSIBLE_CONFIG KUBECONFIG=$(LOCAL_KUBECONFIG) ANSIBLE_LOCALHOST_WARNING=false ANSIBLE_INVENTORY_UNPARSED_WARNING=false \
-	ANSIBLE_COLLECTIONS_PATH=$(RELEASE_COLLECTIONS) $(RELEASE_VENV)/bin/ansible-playbook
+# Names of its own too: a cluster that ran make demo has a scheduler and a descheduler of the default names, and the
+# roles refuse a second one of a name.
+RELEASE_SCHEDULER := $(RELEASE_NAMESPACE)-scheduler
+RELEASE_SITE_VARS := $(DEMO_SITE_VARS) -e site_scheduler_namespace=$(RELEASE_NAMESPACE) \
+	-e site_scheduler_name=$(RELEASE_SCHEDULER) -e site_descheduler_namespace=$(RELEASE_NAMESPACE) \
+	-e site_descheduler_name=$(RELEASE_NAMESPACE)-descheduler -e site_vm_defaults_name=$(RELEASE_NAMESPACE)
+RELEASE_VARS := $(RELEASE_SITE_VARS) -e site_vms_namespace=$(RELEASE_NAMESPACE)
+RELEASE_ENV = env -u ANSIBLE_CONFIG KUBECONFIG=$(LOCAL_KUBECONFIG) ANSIBLE_LOCALHOST_WARNING=false \
+	ANSIBLE_INVENTORY_UNPARSED_WARNING=false ANSIBLE_CALLBACK_RESULT_FORMAT=yaml ANSIBLE_COLLECTIONS_PATH=$(RELEASE_COLLECTIONS)
+RELEASE_PLAYBOOK = cd $(RELEASE) && $(RELEASE_ENV) $(RELEASE_VENV)/bin/ansible-playbook
 # Paths a tarball must not hold: local tooling, caches, test output.
 RELEASE_LOCAL_FILES := ^(\.venv|\.build|\.cluster[^/]*|\.ansible|\.git|\.pytest_cache|\.ci|collections|tests/output|bench/output|docs/build)/|__pycache__/|\.pyc$$|\.tar\.gz$$
 
 .PHONY: release-check
-release-check: venv cluster-up ## Build the collection, install the tarball in a fresh venv, run the demo from it
+release-check: venv cluster-up ## Build the collection, install the tarball in a fresh venv, run the demo from it and check its output
 	$(call say,"ansible-galaxy collection build into $(RELEASE)/")
 	@rm -rf $(RELEASE)
 	@mkdir -p $(RELEASE_COLLECTIONS)/ansible_collections/kubernetes $(RELEASE_COLLECTIONS)/ansible_collections/kubevirt
@@ -389,16 +406,15 @@ release-check: venv cluster-up ## Build the collection, install the tarball in a
 	echo "$$installed" | $(RELEASE_VENV)/bin/python -c 'import json, sys; found = json.load(sys.stdin); \
 		paths = [p for p in found if "vmsched.kubevirt" in found[p]]; \
 		sys.exit(0 if paths == ["$(RELEASE_COLLECTIONS)/ansible_collections"] else "release-check: vmsched.kubevirt found in %s" % paths)'
-	$(call say,"the demo from the installed collection in namespace $(RELEASE_NAMESPACE)")
-	@trap '$(RELEASE_PLAYBOOK) vmsched.kubevirt.teardown $(RELEASE_VARS) >/dev/null \
+	$(call say,"make demo's steps from the installed collection in namespace $(RELEASE_NAMESPACE)")
+	@# The VMs name the scheduler (one was defaulted to it): teardown removes it all the same.
+	@trap '$(RELEASE_PLAYBOOK) vmsched.kubevirt.teardown $(RELEASE_VARS) -e site_scheduler_remove_in_use=true >/dev/null \
 		&& $(RELEASE_PLAYBOOK) vmsched.kubevirt.demo_vms -e demo_vms_namespace=$(RELEASE_NAMESPACE) -e demo_vms_state=absent >/dev/null \
 		|| echo "release-check: cleaning up $(RELEASE_NAMESPACE) failed" >&2' EXIT; \
-	set -ex; \
-	$(RELEASE_PLAYBOOK) vmsched.kubevirt.demo_vms -e demo_vms_namespace=$(RELEASE_NAMESPACE); \
-	$(RELEASE_PLAYBOOK) vmsched.kubevirt.site $(RELEASE_VARS); \
-	$(RELEASE_PLAYBOOK) vmsched.kubevirt.migrate_vm -e migrate_vm_namespace=$(RELEASE_NAMESPACE) -e migrate_vm_name=demo-vm-01 \
-		-e migrate_vm_target_node=$(DEMO_TARGET_NODE) -e migrate_vm_wait_timeout=120; \
-	$(RELEASE_PLAYBOOK) vmsched.kubevirt.evacuate_node $(DEMO_EVACUATE_VARS) -e evacuate_node_namespace=$(RELEASE_NAMESPACE)
+	$(call DEMO_RUN,$(RELEASE),vmsched.kubevirt.{},$(RELEASE_NAMESPACE),$(RELEASE_SITE_VARS),$(RELEASE_NAMESPACE)/$(RELEASE_SCHEDULER)) \
+		$(RELEASE_ENV) DEMO_ANSIBLE_PLAYBOOK=$(RELEASE_VENV)/bin/ansible-playbook SITE_ARGS= \
+		bash $(CURDIR)/tests/demo/run.sh 2>&1 | tee $(RELEASE)/demo.log; \
+	cd $(CURDIR) && $(call DEMO_CHECK,$(RELEASE)/demo.log,$(RELEASE_NAMESPACE))
 
 # The AWX execution environment's build context (ansible-builder create: no container engine
 # needed); building the image from it is `podman build .build/ee` (docs/awx.md).

@@ -5,6 +5,10 @@
                                         start (or reuse) the cluster, print its kubeconfig
     cluster.py down                     stop it and remove its state directory
     cluster.py restart-apiserver        stop and start kube-apiserver (clients must survive it)
+    cluster.py scheduler-up NAMESPACE NAME [--if-deployed]
+                                        run the control plane's kube-scheduler as the secondary scheduler
+                                        NAME deployed in NAMESPACE: its configuration, its ServiceAccount
+    cluster.py scheduler-down           stop it (`down` does too)
 
 kwokctl's binary runtime runs etcd, kube-apiserver, kube-controller-manager,
 kube-scheduler and kwok-controller from the binaries build.py made. KubeVirt's
@@ -19,12 +23,15 @@ build.read_versions and so the tests read too).
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import yaml
@@ -47,6 +54,7 @@ from processes import Background  # noqa: E402  pylint: disable=wrong-import-pos
 # (a CI run in another clone, another KubeVirt release): every port moves by the offset.
 PORT_OFFSET = int(os.environ.get("VMSCHED_PORT_OFFSET", "0"))
 KUBEVIRT_PORT = 20448 + PORT_OFFSET      # virt-api; virt-controller on the next port
+SCHEDULER_PORT = 20450 + PORT_OFFSET     # scheduler-up's kube-scheduler
 
 
 def log(msg):
@@ -307,6 +315,83 @@ def restart_apiserver(timeout=60.0):
     log(f"kube-apiserver restarted (pid {proc.pid})")
 
 
+def secondary_scheduler():
+    return Background(STATE, "secondary-scheduler")
+
+
+def scheduler_up(namespace, name, if_deployed=False, timeout=60.0):
+    """The secondary scheduler a role deployed, really scheduling: KWOK runs no container, so the Deployment's pod is
+    Running and binds nothing. This runs the control plane's own kube-scheduler binary (the release of the API
+    server, as the role's image is) with the configuration the role wrote (read from the ConfigMap or Secret the
+    Deployment mounts), as the role's ServiceAccount (a TokenRequest token), until scheduler-down or down.
+    One at a time: a scheduler running here with another configuration is stopped first; one with this
+    configuration is left running. if_deployed: when there is no such Deployment, say so and start nothing."""
+    k = kubectl()
+    found = k("get", "deployment", "-n", namespace, name, "-o", "json", check=False)
+    if found.returncode != 0:
+        if if_deployed:
+            log(f"no Deployment {namespace}/{name} (yet): no secondary scheduler started")
+            return
+        sys.exit(f"cluster.py: no Deployment {namespace}/{name}: {found.stderr.strip()}")
+    pod = json.loads(found.stdout)["spec"]["template"]["spec"]
+    args = pod["containers"][0].get("args") or []
+    config_file = next((a.split("=", 1)[1] for a in args if a.startswith("--config=")), None)
+    volume = next((v for v in pod.get("volumes") or [] if v["name"] == "config"), None)
+    if not config_file or not volume or not ("configMap" in volume or "secret" in volume):
+        sys.exit(f"cluster.py: {namespace}/{name} is not a Deployment of the secondary_scheduler role "
+                 "(no --config argument read from a ConfigMap or Secret volume named config)")
+    key = Path(config_file).name
+    if "configMap" in volume:
+        text = k.json("get", "configmap", "-n", namespace, volume["configMap"]["name"])["data"][key]
+    else:
+        data = k.json("get", "secret", "-n", namespace, volume["secret"]["secretName"])["data"][key]
+        text = base64.b64decode(data).decode()
+    service_account = pod.get("serviceAccountName") or "default"
+    identity = f"system:serviceaccount:{namespace}:{service_account}"
+    config = yaml.safe_load(text)
+    names = ", ".join(str(p.get("schedulerName")) for p in config.get("profiles") or [])
+    workdir = STATE / "secondary-scheduler"
+    workdir.mkdir(parents=True, exist_ok=True)
+    source, wanted = workdir / "source", f"{namespace}/{name} as {identity}\n{text}"
+    scheduler = secondary_scheduler()
+    if scheduler.pid() and source.exists() and source.read_text() == wanted:
+        log(f"kube-scheduler already schedules as {names} with {namespace}/{name}'s configuration")
+        return
+    scheduler.stop()
+    kubeconfig = k.kubeconfig_for_token(k.token(service_account, namespace, seconds=24 * 3600),
+                                        workdir / "kubeconfig", identity)
+    config["clientConnection"] = dict(config.get("clientConnection") or {}, kubeconfig=str(kubeconfig))
+    config_path = workdir / "config.yaml"
+    config_path.write_text(yaml.safe_dump(config))
+    config_path.chmod(0o600)
+    check_ports_free([SCHEDULER_PORT])
+    proc = scheduler.start([bin_dir() / "kube-scheduler", f"--config={config_path}", "--bind-address=127.0.0.1",
+                            f"--secure-port={SCHEDULER_PORT}", f"--authentication-kubeconfig={kubeconfig}",
+                            f"--authorization-kubeconfig={kubeconfig}", "--v=2"])
+    scheduler.wait_until(lambda: _healthy(SCHEDULER_PORT), "/healthz", proc, timeout)
+    source.write_text(wanted)
+    log(f"kube-scheduler {kubernetes_version()} schedules as {names} with {namespace}/{name}'s configuration, as "
+        f"{identity}; log {scheduler.logfile}")
+
+
+def _healthy(port):
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", context=context, timeout=2) as resp:
+            return resp.status == 200 and resp.read() == b"ok"
+    except OSError:
+        return False
+
+
+def scheduler_down():
+    scheduler = secondary_scheduler()
+    if scheduler.pid():
+        scheduler.stop()
+        log("secondary scheduler stopped")
+
+
 def kubevirt_control_plane(version):
     return KubeVirtControlPlane(STATE, kubectl(), version, KUBEVIRT_PORT)
 
@@ -347,6 +432,7 @@ def up(version, mutating_admission_policy_beta=False):
 
 
 def stop_kubevirt():
+    secondary_scheduler().stop()
     node_agent().stop()
     KubeVirtControlPlane(STATE, None, None, KUBEVIRT_PORT).stop()
 
@@ -372,6 +458,12 @@ def main():
                       help="serve MutatingAdmissionPolicy's beta API (Kubernetes 1.34, 1.35)")
     sub.add_parser("down")
     sub.add_parser("restart-apiserver")
+    p_scheduler = sub.add_parser("scheduler-up")
+    p_scheduler.add_argument("namespace", help="the namespace the secondary_scheduler role deployed it in")
+    p_scheduler.add_argument("name", help="its name (secondary_scheduler_name)")
+    p_scheduler.add_argument("--if-deployed", action="store_true",
+                             help="start nothing, and say so, when there is no such Deployment (yet)")
+    sub.add_parser("scheduler-down")
     args = parser.parse_args()
     if getattr(args, "kubernetes", None):
         os.environ["VMSCHED_KUBERNETES"] = args.kubernetes  # read by build.read_versions, here and in children
@@ -379,6 +471,10 @@ def main():
         up(args.kubevirt, args.mutating_admission_policy_beta)
     elif args.command == "down":
         down()
+    elif args.command == "scheduler-up":
+        scheduler_up(args.namespace, args.name, args.if_deployed)
+    elif args.command == "scheduler-down":
+        scheduler_down()
     else:
         restart_apiserver()
 

@@ -10,6 +10,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ansible_collections.vmsched.kubevirt.plugins.filter.terminal import read_records
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
@@ -58,6 +60,16 @@ class PlaybookRun:
     def failure(self) -> str:
         failed = [result.get("msg", "") for _name, result in self.results if result.get("failed")]
         return failed[-1] if failed else ""
+
+    def clusters(self) -> dict[str, dict[str, str]]:
+        """site.yml's last table, "Show every cluster": each cluster's record (label: value), by cluster."""
+        found, records = {}, read_records(self.result("Show every cluster")["msg"])
+        assert records and records[0][0] == "cluster", records  # each record starts with its cluster's name
+        for label, value in records:
+            if label == "cluster":
+                record = found[value] = {}
+            record[label] = value
+        return found
 
     @property
     def debug_messages(self) -> list[str]:

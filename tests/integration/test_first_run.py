@@ -97,13 +97,13 @@ def test_a_first_run_with_the_defaults_writes_no_vm_and_evicts_nothing(kv, kubec
         for result in (check, run):
             ran = {name for name, r in result.results if not r.get("skipped")}
             assert not ran & {"Opt the selected VMs in", "Default new VMs to the secondary scheduler"}, ran
-            opt_in = result.result("Report that the opt-in has no VMs chosen")["msg"]
+            opt_in = " ".join(result.result("Report that the opt-in has no VMs chosen")["msg"])  # lines, joined
             wanted = ("site_vms_namespace", "site_vms_label_selector", "site_vms_names", "site_vms_all_namespaces=true")
             assert all(v in opt_in for v in wanted), opt_in
-            defaults = result.result("Report that the defaults for new VMs have no namespace")["msg"]
+            defaults = " ".join(result.result("Report that the defaults for new VMs have no namespace")["msg"])
             assert "site_vm_defaults_namespaces" in defaults and "site_vm_defaults_all_namespaces=true" in defaults
-        row = next(r for r in run.result("Show every cluster")["msg"] if r.startswith("localhost"))
-        assert "skipped (no namespace chosen)" in row, row
+        row = run.clusters()["localhost"]
+        assert "skipped (no namespace chosen)" in row["VM defaults"], row
 
         vms = {vm["metadata"]["name"]: vm for vm in kv.list(VMS, namespace)}
         assert {name: vm["metadata"]["generation"] for name, vm in vms.items()} == before

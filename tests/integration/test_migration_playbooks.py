@@ -43,9 +43,9 @@ def test_evacuate_node_playbook(kv, kubeconfig, namespace, wait):
     result = run.result("Migrate the VMs away")
     assert result["summary"]["migrated"] == 3 and result["summary"]["peak_in_flight"] == 1
     # The report gives the drain plan: one migration at a time (max_parallel 1) is three waves.
-    report = run.result("Report the result")["msg"]
+    report = " ".join(run.result("Report the result")["msg"])  # printed as lines that fit the terminal
     assert "Drain plan: 3 placed in 3 wave(s)" in report and "0 no node can take, 0 cannot migrate" in report, report
-    shown = [item["msg"] for item in run.result("Show each VM")["results"]]
+    shown = [" ".join(item["msg"]) for item in run.result("Show each VM")["results"]]
     planned = dict((v["name"], v) for v in result["plan"]["vmis"])
     assert sorted(shown) == sorted(f"{namespace}/{n}: migrated node03 -> {e['target_node']} (planned: "
                                    f"{planned[n]['target']}, wave {planned[n]['wave']})"

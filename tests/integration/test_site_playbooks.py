@@ -57,14 +57,17 @@ def test_report_only_reads(kubeconfig):
     assert not run.failed, run.stdout + run.stderr
     assert run.changed == 0
     table = run.result("Show the per-node placement table")["msg"]
+    # A row per node under the header (the fixture's names fit their column), then the legend.
+    rows = table[1:1 + len(run.result("Read the placement report")["nodes"])]
     assert table[0].split()[:2] == ["NODE", "VMIS"] and table[0].split()[-2:] == ["IMAGES", "IMAGELOCALITY"]
-    assert any(row.split()[0] == "node01" for row in table[1:]), table
+    assert any(row.split()[0] == "node01" for row in rows), table
     # The fixture nodes list the launcher image on node01 and node03 only, each at the cap of 50 images.
-    assert all(row.split()[-2] == "50" for row in table[1:]), table
+    assert all(row.split()[-2] == "50" for row in rows), table
     exposure = run.result("Show whether ImageLocality favours some nodes (seed 004)")["msg"]
     assert exposure["nodes_listing_the_launcher"] == ["node01", "node03"], exposure
     assert exposure["nodes_not_listing_it"] == ["node02", "node04", "node05"], exposure
-    assert "kubevirt profile" in exposure["advice"] and "nodeStatusMaxImages" in exposure["advice"], exposure
+    advice = " ".join(exposure["advice"])  # printed as lines that fit the terminal
+    assert "kubevirt profile" in advice and "nodeStatusMaxImages" in advice, exposure
     ran = {name for name, result in run.results if not result.get("skipped")}
     assert not ran & {"Deploy the secondary scheduler", "Deploy the descheduler", "Opt the selected VMs in",
                       "Default new VMs to the secondary scheduler"}, ran
@@ -96,14 +99,15 @@ def test_the_image_step_pins_both_images_and_mirrors_them(api_client, kubeconfig
             return {what: apps.read_namespaced_deployment(name, namespace).spec.template.spec.containers[0].image
                     for what, name in (("scheduler", scheduler), ("descheduler", "kubevirt-descheduler"))}
 
-        def row(run):
-            return next(r for r in run.result("Show every cluster")["msg"] if r.startswith("localhost")).split()
+        def shown(run):
+            summary = run.clusters()["localhost"]
+            return summary["scheduler image"], summary["descheduler image"]
 
         resolved = run_playbook(SITE, answers, kubeconfig)
         assert not resolved.failed, resolved.failure or resolved.stdout[-3000:]
         pinned = {what: f"{source.host}/{image}@{digests[what]}" for what, image in images.items()}
         assert deployed() == pinned
-        assert (row(resolved)[2], row(resolved)[-1]) == (pinned["scheduler"], pinned["descheduler"]), row(resolved)
+        assert shown(resolved) == (pinned["scheduler"], pinned["descheduler"]), shown(resolved)
 
         mirror = dict(answers, site_image_mode="mirror", site_image_target_registry=target.host,
                       site_image_target_tls_verify=False)
@@ -113,7 +117,7 @@ def test_the_image_step_pins_both_images_and_mirrors_them(api_client, kubeconfig
                                                                                              .split(":")[1]]}
         copies = {what: f"{target.host}/{image}@{digests[what]}" for what, image in images.items()}
         assert deployed() == copies
-        assert (row(mirrored)[2], row(mirrored)[-1]) == (copies["scheduler"], copies["descheduler"]), row(mirrored)
+        assert shown(mirrored) == (copies["scheduler"], copies["descheduler"]), shown(mirrored)
         again = run_playbook(SITE, mirror, kubeconfig)
         assert not again.failed and again.changed == 0, [n for n, r in again.results if r.get("changed")]
     finally:
@@ -168,10 +172,12 @@ def test_teardown_refuses_while_vms_name_the_scheduler_and_leaves_every_vm_sched
         # A run that takes no step shows what the cluster runs in its summary, not "off" (issue 30).
         report = run_playbook(SITE, dict(answers, site_report=True, **REPORT_ONLY), kubeconfig)
         assert not report.failed and report.changed == 0, report.failure or report.stdout[-3000:]
-        row = next(r for r in report.result("Show every cluster")["msg"] if r.startswith("localhost")).split()
+        row = report.clusters()["localhost"]
         deployed = apps.read_namespaced_deployment(scheduler, namespace).spec.template.spec.containers[0].image
-        assert row[2] == deployed and row[3:5] == ["as", "installed"], row
-        assert row[6:8] == ["dry-run", "MutatingAdmissionPolicy"] and "off" not in row, row
+        assert row["scheduler image"] == deployed and row["scheduler config"] == "as installed", row
+        assert row["descheduler"].split()[-1] == "dry-run", row
+        assert row["VM defaults"].split()[0] == "MutatingAdmissionPolicy", row
+        assert "off" not in " ".join(row.values()).split(), row
         # A VM created now gets the scheduler from the VM defaults policy, which records nothing to restore. (The API
         # server enforces the policy a moment after its write: probed with dry-run creates.)
         wait(lambda: scheduler_of(kv.custom.create_namespaced_custom_object(
