@@ -163,10 +163,20 @@ integration: integration-suite ## Integration tests against the local control pl
 	@$(MAKE) integration-kubevirt
 
 # make test keeps the workers' clusters up for its later stages (KEEP_WORKER_CLUSTERS=1) and stops them at its end.
+SUITE_UP_OPTIONS = $(if $(KUBEVIRT),--kubevirt v$(patsubst v%,%,$(KUBEVIRT)))
+
 .PHONY: integration-suite
 integration-suite: venv cluster-up ## The integration suite on the local control plane (KubeVirt 1.9) only
 	$(call say,"pytest tests/integration on $(INTEGRATION_WORKERS) workers")
-	$(call on_workers,KUBECONFIG=$(LOCAL_KUBECONFIG),$(if $(KUBEVIRT),--kubevirt v$(patsubst v%,%,$(KUBEVIRT))),$(INTEGRATION_WORKERS),tests/integration -m "not kubevirt15 and not fleet" --durations=40)
+	$(call on_workers,KUBECONFIG=$(LOCAL_KUBECONFIG),$(SUITE_UP_OPTIONS),$(INTEGRATION_WORKERS),tests/integration -m "not kubevirt15 and not fleet" --durations=40)
+
+# make test starts them beside lint and units; integration-suite then finds them running (cluster.py up returns in
+# seconds on a running control plane of the same releases). Alone, it leaves them up: make cluster-down and
+# tests/cluster/workers.py down stop them.
+.PHONY: integration-clusters
+integration-clusters: venv cluster-up ## Start the integration suite's control planes, one per worker
+	$(call say,"the integration suite's control planes: one per worker ($(INTEGRATION_WORKERS))")
+	KUBECONFIG=$(LOCAL_KUBECONFIG) $(WORKERS_PY) up $(INTEGRATION_WORKERS) $(SUITE_UP_OPTIONS)
 
 # Each older release on a control plane of its own (state in .cluster-<release>/, ports moved by an offset on
 # top of VMSCHED_PORT_OFFSET), brought down afterwards whatever the outcome.
@@ -184,7 +194,7 @@ KV_ENV = VMSCHED_CLUSTER_DIR=$(KV_DIR) VMSCHED_PORT_OFFSET=$$(( $${VMSCHED_PORT_
 .PHONY: kubevirt-run
 kubevirt-run: venv
 	$(call say,"KubeVirt $(KV_RELEASE) on a control plane of its own in $(KV_DIR): $(KV_PYTEST)")
-	$(call on_workers,$(KV_ENV) KUBECONFIG=$(KV_DIR)/kubeconfig VMSCHED_TEST_KUBECONFIG=$(KV_DIR)/kubeconfig VMSCHED_PLACEMENT_VMS=200,--kubevirt $(KV_RELEASE),$(KV_WORKERS),$(KV_PYTEST),--first)
+	$(call on_workers,$(KV_ENV) KUBECONFIG=$(KV_DIR)/kubeconfig VMSCHED_TEST_KUBECONFIG=$(KV_DIR)/kubeconfig VMSCHED_PLACEMENT_VMS=200,--kubevirt $(KV_RELEASE),$(KV_WORKERS),$(KV_PYTEST) --durations=20,--first)
 
 # site.yml and teardown.yml over a fleet: the local control plane and others of other Kubernetes releases
 # (tests/cluster/fleet.py: state in .cluster-k8s-<release>/, `+map-beta` serves MutatingAdmissionPolicy's
@@ -256,17 +266,26 @@ surveys: venv ## Regenerate the AWX surveys (playbooks/surveys/) from the playbo
 # Every Go program the stages need is built from the start, in the background at the lowest priority
 # (tests/cluster/prebuild.py, standard library only: it starts before the virtualenv is made, its log in
 # .build/prebuild.log), while the virtualenv is made and the Python-only stages run; a stage that needs a
-# program still being built waits for it. The end prints each stage's time (also in .build/stages.tsv).
-# After the Python-only stages and the integration suite (on two workers, each on a control plane of its own), two
-# lanes run at once, their lines prefixed with the lane: the first on the local control plane (molecule,
-# release-check, fleet), the second on the second worker's (the older KubeVirt releases on control planes of their
-# own, matrix-edges). Each stops at its first failure; the end prints every stage's time and lane (.build/stages.tsv).
-TEST_STAGES := lint sanity units ee integration-suite
+# program still being built waits for it. Lines of stages that run at the same time are prefixed with their lane.
+# First lint, units and ee (lane a) beside the start of the integration suite's control planes (lane b); then the
+# integration suite (on two workers, each on a control plane of its own); then two lanes at once: the first on the
+# local control plane (molecule, release-check, fleet), the second on the second worker's (the older KubeVirt
+# releases on control planes of their own, matrix-edges). Each lane stops at its first failure; the end prints every
+# stage's time and lane (.build/stages.tsv).
+# One proof per claim: sanity on the venv's ansible-core is make test-full's; make test runs it, with no ignore
+# files, on the oldest and the newest ansible-core (matrix-edges).
+TEST_CHECKS := lint units ee
 TEST_LANE_1 := molecule release-check fleet
 TEST_LANE_2 := integration-kubevirt matrix-edges
 WORKER_1_CLUSTER = VMSCHED_CLUSTER_DIR=$$($(WORKERS_PY) dir 1) VMSCHED_PORT_OFFSET=$$($(WORKERS_PY) offset 1)
+# $(1): the TSV; $(2), $(3): two lanes' names; $(4), $(5): their stages; $(6): the environment of the second.
+define two_lanes
+	(tests/stages.sh $(1) $(2) $(4) 2>&1 | sed -u 's/^/[lane $(2)] /') & first=$$!; \
+	($(6) tests/stages.sh $(1) $(3) $(5) 2>&1 | sed -u 's/^/[lane $(3)] /') & second=$$!; \
+	rc=0; wait $$first || rc=$$?; wait $$second || rc=$$?; [ $$rc -eq 0 ]
+endef
 .PHONY: test
-test: ## lint, sanity, units, ee, integration, then molecule, release-check, fleet beside integration-kubevirt, matrix-edges
+test: ## lint, units, ee beside the clusters' start, integration, then molecule, release-check, fleet beside integration-kubevirt, matrix-edges
 	@mkdir -p $(BUILD); : > $(BUILD)/stages.tsv; started=$$(date +%s); \
 	setsid nice -n 19 $(PYTHON) tests/cluster/prebuild.py --fleet '$(FLEET)' > $(BUILD)/prebuild.log 2>&1 & \
 	prebuild=$$!; \
@@ -274,17 +293,16 @@ test: ## lint, sanity, units, ee, integration, then molecule, release-check, fle
 		tests/stage_table.sh $(BUILD)/stages.tsv $$started' EXIT; \
 	export MAKE="$(MAKE)" KEEP_WORKER_CLUSTERS=1; \
 	tests/stages.sh $(BUILD)/stages.tsv - venv; \
-	tests/stages.sh $(BUILD)/stages.tsv - $(TEST_STAGES); \
-	(tests/stages.sh $(BUILD)/stages.tsv 1 $(TEST_LANE_1) 2>&1 | sed -u 's/^/[lane 1] /') & lane1=$$!; \
-	($(WORKER_1_CLUSTER) INTEGRATION_WORKERS=1 tests/stages.sh $(BUILD)/stages.tsv 2 $(TEST_LANE_2) 2>&1 \
-		| sed -u 's/^/[lane 2] /') & lane2=$$!; \
-	rc=0; wait $$lane1 || rc=$$?; wait $$lane2 || rc=$$?; exit $$rc
+	$(call two_lanes,$(BUILD)/stages.tsv,a,b,$(TEST_CHECKS),integration-clusters,); \
+	tests/stages.sh $(BUILD)/stages.tsv - integration-suite; \
+	$(call two_lanes,$(BUILD)/stages.tsv,1,2,$(TEST_LANE_1),$(TEST_LANE_2),$(WORKER_1_CLUSTER) INTEGRATION_WORKERS=1)
 
-# Everything make test runs, and what it leaves to another test that asserts the same (one proof per claim): on the
-# oldest and newest ansible-core, site.yml's and the migration playbooks' own tests besides the AWX runner's jobs.
+# Everything make test runs, and what it leaves to another test that asserts the same (one proof per claim): sanity
+# on the venv's ansible-core (make test: on the oldest and the newest), and on the oldest and newest ansible-core,
+# site.yml's and the migration playbooks' own tests besides the AWX runner's jobs.
 .PHONY: test-full
-test-full: ## make test with every repetition it leaves out (matrix-edges: all the playbooks' integration tests)
-	@$(MAKE) test MATRIX_EDGES_TESTS=--quick
+test-full: ## make test with every repetition it leaves out (sanity on the venv's ansible-core, all the playbooks' tests on the edges)
+	@$(MAKE) test TEST_CHECKS='lint sanity units ee' MATRIX_EDGES_TESTS=--quick
 
 # --- local control plane and demo ---------------------------------------------------
 
