@@ -356,8 +356,13 @@ demo: venv ## Run playbooks/site.yml (in check mode against $KUBECONFIG if set, 
 	$(call say,"site.yml $(SITE_CHECK) against KUBECONFIG=$(USER_KUBECONFIG) (SITE_CHECK= for a real run); the local control plane is not started")
 	KUBECONFIG=$(USER_KUBECONFIG) $(ANSIBLE_ENV) $(BIN)/ansible-playbook playbooks/site.yml $(SITE_CHECK) $(SITE_ARGS)
 else
-demo: venv cluster-up
-	@mkdir -p $(BUILD)
+demo:
+	@# A first run's builds (tests/cluster/prebuild.py: standard library only) start while the virtualenv is made;
+	@# cluster-up waits for them, logging every minute, and the trap stops them if the demo is interrupted.
+	@$(PYTHON) tests/cluster/prebuild.py --announce
+	@mkdir -p $(BUILD); setsid $(PYTHON) tests/cluster/prebuild.py --demo > $(BUILD)/prebuild-demo.log 2>&1 & \
+	builds=$$!; trap 'kill -- -$$builds 2>/dev/null || true' EXIT; \
+	$(MAKE) --no-print-directory venv cluster-up
 	@# Ansible's colours on a terminal, though its output goes through tee (the check reads past them).
 	@color=$$([ -t 1 ] && echo 1 || echo 0); \
 	$(call DEMO_RUN,$(CURDIR),playbooks/{}.yml,$(DEMO_NAMESPACE),$(DEMO_SITE_VARS),vmsched-scheduler/kubevirt-scheduler) \

@@ -32,6 +32,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 import time
 
 # Where upstream's hack/lib/version.sh stamps the version of Kubernetes binaries.
@@ -383,3 +384,22 @@ def locked(path):
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def ticking(log, what, every=60.0):
+    """While the with-block runs (a build, or the wait for another process's build of the same thing), log every
+    `every` seconds that `what` is still building and for how long: a cold build is silent for minutes."""
+    started = time.monotonic()
+    done = threading.Event()
+
+    def tick():
+        while not done.wait(every):
+            log("%s: still building (%d min so far)" % (what, (time.monotonic() - started) // 60))
+    ticker = threading.Thread(target=tick, name="ticking", daemon=True)
+    ticker.start()
+    try:
+        yield
+    finally:
+        done.set()
+        ticker.join()

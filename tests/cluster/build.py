@@ -149,6 +149,18 @@ def build_kwok(version, kubernetes, out):
         sys.exit(f"build.py: {exc}")
 
 
+# CPU seconds of a cold build of etcd, Kubernetes and KWOK (the prebuild's "(Ns of CPU)" line, 2026-11-27, 2 cores):
+# what cluster.py tells a first run to expect.
+COLD_CPU_SECONDS = 1460
+
+
+def missing(versions=None):
+    """The programs of `versions` not built yet."""
+    versions = versions or read_versions()
+    bindir = bin_dir(versions)
+    return [b for c in components(versions) for b in c[2] if not (bindir / b).exists()]
+
+
 def bin_dir(versions=None):
     versions = versions or read_versions()
     return cache_dir() / "bin" / "-".join(
@@ -186,11 +198,12 @@ def ensure_built(versions=None):
     if shutil.which("go") is None:
         sys.exit("build.py: Go is not installed; .ci/run installs it (see README, Requirements).")
     bindir.mkdir(parents=True, exist_ok=True)
-    with gobuild.locked(str(bindir) + ".lock"):
+    with gobuild.ticking(log, f"Kubernetes {versions['KUBERNETES_VERSION']}, etcd, KWOK"), \
+            gobuild.locked(str(bindir) + ".lock"):
         todo = [c for c in missing() if not link_from_sibling(bindir, c[0], c[2])]
         for name, version, binaries, builder in todo:
             started = time.monotonic()
-            log(f"{name} {version}: cold build (kube-apiserver alone takes minutes on 2 cores)")
+            log(f"{name} {version}: cold build")
             with tempfile.TemporaryDirectory(dir=bindir.parent) as tmp:
                 builder(Path(tmp))
                 for b in binaries:
@@ -209,7 +222,7 @@ def build_descheduler(version):
     if binary.exists():
         return binary
     out.mkdir(parents=True, exist_ok=True)
-    with gobuild.locked(str(out) + ".lock"):
+    with gobuild.ticking(log, f"descheduler {version}"), gobuild.locked(str(out) + ".lock"):
         if not binary.exists():
             started = time.monotonic()
             log(f"descheduler {version}: cold build")

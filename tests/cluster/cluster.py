@@ -48,6 +48,7 @@ import build  # noqa: E402  pylint: disable=wrong-import-position
 from kubectl import Kubectl  # noqa: E402  pylint: disable=wrong-import-position
 from kubevirt.install import KubeVirtControlPlane  # noqa: E402  pylint: disable=wrong-import-position
 import node_images  # noqa: E402  pylint: disable=wrong-import-position
+import prebuild  # noqa: E402  pylint: disable=wrong-import-position
 from processes import Background  # noqa: E402  pylint: disable=wrong-import-position
 
 # Set VMSCHED_PORT_OFFSET to run a second local control plane beside the first
@@ -422,6 +423,7 @@ def up(version, mutating_admission_policy_beta=False):
         log("control plane already up; reusing it")
     else:
         stop_kubevirt()
+        prebuild.announce(version, log)
         create_control_plane(shape)
     create_nodes(version)
     kubevirt = kubevirt_control_plane(version)

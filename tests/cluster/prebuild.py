@@ -1,13 +1,14 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Build every Go program `make test` runs, in the order its stages need them, into the cache.
 
-    prebuild.py [--fleet v1.34.4+map-beta]
+    prebuild.py [--fleet v1.34.4+map-beta] [--demo]
 
 `make test` starts this in the background at the lowest priority, before it makes the virtualenv (this script
 needs the standard library only) and while its Python-only stages (lint, sanity, units) run, so that the cold
 builds use the cores those leave idle. Each build holds a lock per release
 (build.py, kubevirt/build.py): a stage that needs a program still being built waits for it instead of building
-it a second time. On a warm cache every step only checks that files exist. Prints one line per step with its
+it a second time. `make demo` starts it with --demo while it makes the virtualenv. On a warm cache every step only
+checks that files exist. Prints one line per step with its
 time and the CPU time its builds took.
 """
 from __future__ import annotations
@@ -47,6 +48,21 @@ def steps(fleet):
                  lambda: build.ensure_built(fleet_versions))] if fleet else []))
 
 
+def announce(kubevirt_version, log):
+    """Log what a first run builds before the control plane can start, and for how long (the builds log a line every
+    minute while they run); nothing when all is built."""
+    versions = build.read_versions()
+    todo = [(what, cpu) for what, cpu, absent in (
+        (f"Kubernetes {versions['KUBERNETES_VERSION']}, etcd and KWOK", build.COLD_CPU_SECONDS, build.missing()),
+        (f"KubeVirt {kubevirt_version}", kubevirt_build.COLD_CPU_SECONDS, kubevirt_build.missing(kubevirt_version)))
+        if absent]
+    if todo:
+        cpu, cores = sum(c for _w, c in todo), os.cpu_count() or 1
+        log(f"first run on this machine: {', then '.join(w for w, _c in todo)} are built from their sources into "
+            f"{build.cache_dir()}, about {cpu / 60:.0f} CPU-minutes: some {cpu / cores / 60:.0f} minutes on this "
+            f"machine's {cores} cores. Later runs start in seconds.")
+
+
 def children_cpu():
     """CPU seconds (user and system) of every finished child process: the go commands a step ran."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -56,9 +72,16 @@ def children_cpu():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fleet", default="", help="the fleet's Kubernetes release (make fleet's FLEET)")
+    parser.add_argument("--demo", action="store_true",
+                        help="only what make demo needs: Kubernetes, etcd, KWOK and KubeVirt's default release")
+    parser.add_argument("--announce", action="store_true",
+                        help="only say what make demo would build, and how long that takes here")
     args = parser.parse_args()
+    if args.announce:
+        announce(build.read_versions()["KUBEVIRT_VERSION"], build.log)
+        return
     started = time.monotonic()
-    for what, step in steps(args.fleet):
+    for what, step in steps(args.fleet)[:2] if args.demo else steps(args.fleet):
         began, cpu = time.monotonic(), children_cpu()
         try:
             step()

@@ -53,3 +53,32 @@ def test_kwok_is_built_in_a_wrapper_that_requires_the_newest_kubernetes_release_
     assert cmd[cmd.index("-tags") + 1] == build.gobuild.KUBE_BUILD_TAGS and "-trimpath" in cmd
     assert "-X sigs.k8s.io/kwok/pkg/consts.Version=v0.8.0" in cmd[cmd.index("-ldflags") + 1]
     assert cmd[-2:] == [f"sigs.k8s.io/kwok/cmd/{c}" for c in build.KWOK_COMMANDS]
+
+
+def test_a_build_logs_that_it_is_still_building_until_it_ends():
+    """gobuild.ticking: a line per period while the block runs (a cold build is silent for minutes), none after."""
+    import time  # pylint: disable=import-outside-toplevel
+    lines = []
+    with build.gobuild.ticking(lines.append, "Kubernetes v1.37.2", every=0.02):
+        time.sleep(0.15)
+    ticked = len(lines)
+    time.sleep(0.06)
+    assert ticked >= 2 and len(lines) == ticked, lines
+    assert lines[0] == "Kubernetes v1.37.2: still building (0 min so far)", lines
+
+
+def test_a_first_run_is_told_what_it_builds_and_how_long_that_takes(monkeypatch):
+    """make demo and cluster.py up on a machine without the programs say up front what is built and for how long
+    (prebuild.announce); with everything built they say nothing."""
+    import prebuild  # pylint: disable=import-outside-toplevel
+    said = []
+    monkeypatch.setattr(prebuild.build, "missing", lambda versions=None: ["kube-apiserver"])
+    monkeypatch.setattr(prebuild.kubevirt_build, "missing", lambda version: [])
+    monkeypatch.setattr(prebuild.os, "cpu_count", lambda: 2)
+    prebuild.announce("v1.9.0", said.append)
+    minutes = build.COLD_CPU_SECONDS / 2 / 60
+    assert len(said) == 1 and said[0].startswith("first run on this machine: Kubernetes "), said
+    assert "KubeVirt" not in said[0] and f"some {minutes:.0f} minutes on this machine's 2 cores" in said[0], said
+    monkeypatch.setattr(prebuild.build, "missing", lambda versions=None: [])
+    prebuild.announce("v1.9.0", said.append)
+    assert len(said) == 1, said
