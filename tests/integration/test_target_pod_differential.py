@@ -242,7 +242,7 @@ def one_round(cluster, kv, ns, vm, vmi, added, what, migration, wait):
 
     # The rendering, field by field.
     assert target["spec"].get("nodeSelector") == predicted["nodeSelector"], what
-    assert target["spec"].get("affinity") == expected_affinity(predicted["affinity"], vmi), what
+    assert target["spec"].get("affinity") == predicted["affinity"], what
     assert tolerations_of(target) == predicted["tolerations"], what
     assert node_fit.pod_requests(target) == requests, what
     assert resources_of(target) == resources_of(source), what
@@ -263,19 +263,6 @@ def one_round(cluster, kv, ns, vm, vmi, added, what, migration, wait):
         wait(lambda: kv.get(VMIMS, ns, migration) is None, f"{what}: the VMIM gone")
 
 
-def expected_affinity(predicted, vmi):
-    """The predicted affinity with what createTargetPod adds for every migration (createMigrationPodAntiAffinityRule:
-    never beside a pod of the same VMI, which preflight judges as "the source node")."""
-    affinity = dict(predicted or {})
-    anti = dict(affinity.get("podAntiAffinity") or {})
-    anti["requiredDuringSchedulingIgnoredDuringExecution"] = list(
-        anti.get("requiredDuringSchedulingIgnoredDuringExecution") or []) + [
-        {"labelSelector": {"matchLabels": {CREATED_BY: vmi["metadata"]["uid"]}},
-         "topologyKey": "kubernetes.io/hostname"}]
-    affinity["podAntiAffinity"] = anti
-    return affinity
-
-
 def launcher_only(cluster, kv, ns, vm, shape, wait):
     """The launcher pod of a VM that cannot run here: rendered as predicted, and refused by every node, as the
     collection's node fit refuses it."""
@@ -285,8 +272,7 @@ def launcher_only(cluster, kv, ns, vm, shape, wait):
                     f"{vm}: the scheduler's decision")
     migrator = VmiMigrator(cluster, [].append)
     caps = migrator.detect()
-    predicted = target_pod.target_constraints(
-        vmi, None, None, caps.node_selectors, None, vendor_rule=caps.supports("migration_cpu_vendor_selector"))
+    predicted = target_pod.launcher_constraints(vmi, caps.node_selectors, caps.version)
     assert pod["spec"].get("nodeSelector") == predicted["nodeSelector"], vm
     assert pod["spec"].get("affinity") == predicted["affinity"], vm
     assert tolerations_of(pod) == predicted["tolerations"], vm
