@@ -39,6 +39,9 @@ CLUSTER_DOWN := $(BIN)/python tests/cluster/cluster.py down
 KUBEVIRT_16_TESTS := tests/integration/test_kubevirt.py tests/integration/test_vmi_migration.py \
 	tests/integration/test_vmi_evacuation.py tests/integration/test_vm_placement.py
 KUBEVIRT_16_FULL_TESTS := $(KUBEVIRT_16_TESTS) tests/integration/test_migration_playbooks.py
+# The target pod's differential test (issue 29): on the older releases only the shapes they render differently from
+# 1.9.0 (marker kubevirt_differs), the others once, on 1.9.0, in the integration suite.
+KUBEVIRT_DIFFERENTIAL := tests/integration/test_target_pod_differential.py
 
 STAMP := $(VENV)/.installed
 REQUIREMENTS := requirements-dev.txt requirements.txt
@@ -189,10 +192,10 @@ integration-clusters: venv cluster-up ## Start the integration suite's control p
 .PHONY: integration-kubevirt
 integration-kubevirt: venv ## The migration tests on KubeVirt 1.6.6, the no-addedNodeSelector fallback on 1.5.3
 	@$(MAKE) kubevirt-run KV_RELEASE=v1.6.6 KV_OFFSET=200 KV_WORKERS=$(INTEGRATION_WORKERS) \
-		KV_PYTEST='$(KUBEVIRT_16_TESTS) -m "not kubevirt15"'
-	@# One file: one worker.
+		KV_PYTEST='$(KUBEVIRT_16_TESTS) $(KUBEVIRT_DIFFERENTIAL) -m "not kubevirt15 and (kubevirt_differs or not differential)"'
+	@# Two short files: one worker.
 	@$(MAKE) kubevirt-run KV_RELEASE=v1.5.3 KV_OFFSET=300 KV_WORKERS=1 \
-		KV_PYTEST='tests/integration/test_vmi_migration.py -m kubevirt15'
+		KV_PYTEST='tests/integration/test_vmi_migration.py $(KUBEVIRT_DIFFERENTIAL) -m "kubevirt15 or kubevirt_differs"'
 
 KV_DIR = $(CURDIR)/.cluster-$(KV_RELEASE)
 KV_ENV = VMSCHED_CLUSTER_DIR=$(KV_DIR) VMSCHED_PORT_OFFSET=$$(( $${VMSCHED_PORT_OFFSET:-0} + $(KV_OFFSET) )) PATH=$(BIN):$$PATH

@@ -422,7 +422,7 @@ class VmiMigrator:
         source_node = next((n for n in self.nodes or [] if node_fit.node_name(n) == source), None)
         constraints = target_pod.target_constraints(
             vmi, pod, source_node, self.caps.node_selectors if self.caps else None, selector,
-            vendor_rule=self.caps.supports("migration_cpu_vendor_selector") if self.caps else True)
+            kubevirt_version=self.caps.version if self.caps else None)
         requests = node_fit.pod_requests(pod) if pod is not None else None
         return constraints, requests
 

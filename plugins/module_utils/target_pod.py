@@ -6,19 +6,27 @@ Private to this collection. Pure functions over the API's JSON. virt-controller 
 target pod afresh from the VMI (pkg/virt-controller/services/template.go renderLaunchManifest,
 nodeselectorrenderer.go) and adds the migration's own constraints
 (pkg/virt-controller/watch/migration/migration.go createTargetPod); this module follows
-KubeVirt v1.9.0 and v1.6.6 (differences by release through versions.py):
+KubeVirt v1.9.0, v1.6.6 and v1.5.3 (differences by release through versions.py:
+KUBEVIRT_POD_RENDERING, KUBEVIRT_FEATURES). tests/integration/test_target_pod_differential.py
+compares it with what the real virt-controller renders, shape by shape.
 
-- nodeSelector: kubevirt.io/schedulable=true; kubernetes.io/arch; the KubeVirt CR's
-  developerConfiguration.nodeSelectors; the VMI's nodeSelector (wins over those); then forced
-  by KubeVirt: machine-type.node.kubevirt.io/<machine>, cpu-model.node.kubevirt.io/<model> for a
-  named model, cpu-feature.node.kubevirt.io/<f> for required features, kubevirt.io/cpumanager
-  for dedicated CPUs. The VMIM's addedNodeSelector is merged under these (the VMI's values win).
-- for the default CPU model, host-model: the source's host model and its required features
-  (cpu-model-migration.node.kubevirt.io/<model>, cpu-feature.node.kubevirt.io/<f>), taken from
-  the source pod's nodeSelector after a first migration, else from the source node's
-  host-model-cpu / host-model-required-features labels; from 1.6 also the source node's CPU vendor.
+- nodeSelector (launcher_constraints, the pod of any launcher of the VMI): kubevirt.io/schedulable=true;
+  kubernetes.io/arch; the KubeVirt CR's developerConfiguration.nodeSelectors; the VMI's nodeSelector (wins
+  over those); then forced by KubeVirt: the release's CPU manager label for dedicated CPUs,
+  cpu-model.node.kubevirt.io/<model> for a named model, machine-type.node.kubevirt.io/<machine>,
+  cpu-feature.node.kubevirt.io/<f> for required features, scheduling.node.kubevirt.io/tsc-frequency-<Hz> when
+  the VMI needs the TSC frequency and virt-controller hinted it (status.topologyHints), kubevirt.io/realtime.
+  Not modelled: the hyperv.node.kubevirt.io/ labels (only with the HypervStrictCheck feature gate), the
+  confidential-computing labels (SEV, SEV-ES, SEV-SNP, TDX, Secure Execution) and cross-architecture labels.
+- target_constraints: the VMIM's addedNodeSelector merged under these (the VMI's values win); for the
+  default CPU model, host-model, the source's host model and its required features
+  (cpu-model-migration.node.kubevirt.io/<model>, cpu-feature.node.kubevirt.io/<f>), taken from the source
+  pod's nodeSelector after a first migration, else from the source node's host-model-cpu /
+  host-model-required-features labels; from 1.6 also the source node's CPU vendor.
 - affinity: the VMI's, plus (host-model) a required node-labeller.kubevirt.io/obsolete-host-model
-  DoesNotExist in every term; tolerations: the VMI's.
+  DoesNotExist and, for each feature of policy forbid, a required cpu-feature.node.kubevirt.io/<f>
+  DoesNotExist, in every term; the target pod also gets the migration's required pod anti-affinity on
+  kubevirt.io/created-by=<VMI uid> (node_fit judges that as "the source node"). tolerations: the VMI's.
 - requests: those of the running launcher pod (the target pod is rendered from the same VMI).
 """
 
@@ -28,7 +36,12 @@ __metaclass__ = type
 
 import copy
 
-from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import SCHEDULABLE_LABEL
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import CREATED_BY_LABEL, SCHEDULABLE_LABEL
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.versions import (
+    VersionError,
+    kubevirt_pod_rendering,
+    kubevirt_supports,
+)
 
 ARCH_LABEL = "kubernetes.io/arch"
 MACHINE_TYPE_PREFIX = "machine-type.node.kubevirt.io/"
@@ -39,7 +52,9 @@ CPU_VENDOR_PREFIX = "cpu-vendor.node.kubevirt.io/"
 HOST_MODEL_PREFIX = "host-model-cpu.node.kubevirt.io/"
 HOST_MODEL_FEATURES_PREFIX = "host-model-required-features.node.kubevirt.io/"
 OBSOLETE_HOST_MODEL_LABEL = "node-labeller.kubevirt.io/obsolete-host-model"
-CPUMANAGER_LABEL = "kubevirt.io/cpumanager"
+TSC_FREQUENCY_PREFIX = "scheduling.node.kubevirt.io/tsc-frequency-"    # topology/filter.go TSCFrequencySchedulingLabel
+REALTIME_LABEL = "kubevirt.io/realtime"                                 # v1.RealtimeLabel
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 HOST_MODEL = "host-model"
 HOST_PASSTHROUGH = "host-passthrough"
 CPU_PREFIXES = (CPU_MODEL_PREFIX, CPU_FEATURE_PREFIX, CPU_MIGRATION_MODEL_PREFIX, CPU_VENDOR_PREFIX)
@@ -62,8 +77,40 @@ def is_host_model(vmi):
     return (cpu_of(vmi).get("model") or HOST_MODEL) == HOST_MODEL
 
 
-def vmi_node_selector(vmi, cluster_node_selectors=None):
-    """nodeselectorrenderer.go Render: the selector of any launcher pod of this VMI."""
+def rendering(kubevirt_version=None):
+    """versions.kubevirt_pod_rendering for the cluster's KubeVirt; the newest when the version is unknown or unread."""
+    try:
+        return kubevirt_pod_rendering(kubevirt_version)
+    except VersionError:
+        return kubevirt_pod_rendering(None)
+
+
+def _supports(kubevirt_version, feature):
+    try:
+        return kubevirt_version is None or kubevirt_supports(kubevirt_version, feature)
+    except VersionError:
+        return True
+
+
+def tsc_frequency_label(vmi):
+    """topology/tsc.go IsManualTSCFrequencyRequired: a VMI that needs the TSC frequency (GetTscFrequencyRequirement:
+    the invtsc feature required or forced, to boot; Hyper-V reenlightenment enabled, to migrate) and has
+    virt-controller's hint (status.topologyHints.tscFrequency > 0) selects the nodes labelled with that frequency
+    (ToTSCSchedulableLabel). None otherwise."""
+    domain = _spec(vmi).get("domain") or {}
+    invtsc = any(f.get("name") == "invtsc" and f.get("policy") in ("require", "force")
+                 for f in cpu_of(vmi).get("features") or [])
+    reenlightenment = ((((domain.get("features") or {}).get("hyperv") or {}).get("reenlightenment") or {})
+                       .get("enabled")) is True
+    hint = ((((vmi or {}).get("status") or {}).get("topologyHints")) or {}).get("tscFrequency")
+    if (invtsc or reenlightenment) and isinstance(hint, int) and hint > 0:
+        return "%s%d" % (TSC_FREQUENCY_PREFIX, hint)
+    return None
+
+
+def vmi_node_selector(vmi, cluster_node_selectors=None, kubevirt_version=None):
+    """nodeselectorrenderer.go NewNodeSelectorRenderer and Render (template.go newNodeSelectorRenderer): the
+    selector of any launcher pod of this VMI."""
     spec = _spec(vmi)
     selector = {SCHEDULABLE_LABEL: "true"}
     if spec.get("architecture"):
@@ -72,7 +119,7 @@ def vmi_node_selector(vmi, cluster_node_selectors=None):
     selector.update(spec.get("nodeSelector") or {})
     cpu = cpu_of(vmi)
     if cpu.get("dedicatedCpuPlacement"):
-        selector[CPUMANAGER_LABEL] = "true"
+        selector[rendering(kubevirt_version)["cpumanager_label"]] = "true"
     model = cpu.get("model") or HOST_MODEL
     if model not in (HOST_MODEL, HOST_PASSTHROUGH):
         selector[CPU_MODEL_PREFIX + model] = "true"
@@ -83,6 +130,11 @@ def vmi_node_selector(vmi, cluster_node_selectors=None):
     for feature in cpu.get("features") or []:
         if feature.get("policy") in (None, "", "require"):
             selector[CPU_FEATURE_PREFIX + feature["name"]] = "true"
+    tsc = tsc_frequency_label(vmi)
+    if tsc:
+        selector[tsc] = "true"
+    if cpu.get("realtime") is not None:                  # v1.VirtualMachineInstance IsRealtimeEnabled
+        selector[REALTIME_LABEL] = "true"
     return selector
 
 
@@ -113,10 +165,11 @@ def vendor_selector(selector, source_node):
     return {}
 
 
-def with_obsolete_host_model_rule(affinity):
-    """setNodeAffinityForHostModelCpuModel: obsolete-host-model DoesNotExist, ANDed into every required term."""
+def with_rejected_label(affinity, label):
+    """template.go modifyNodeAffintyToRejectLabel: `label` DoesNotExist, ANDed into every required term (a term of its
+    own when there is none)."""
     affinity = copy.deepcopy(affinity) or {}
-    requirement = {"key": OBSOLETE_HOST_MODEL_LABEL, "operator": "DoesNotExist"}
+    requirement = {"key": label, "operator": "DoesNotExist"}
     required = affinity.setdefault("nodeAffinity", {}).setdefault(
         "requiredDuringSchedulingIgnoredDuringExecution", {})
     terms = required.get("nodeSelectorTerms") or []
@@ -129,32 +182,65 @@ def with_obsolete_host_model_rule(affinity):
     return affinity
 
 
+def with_obsolete_host_model_rule(affinity):
+    """setNodeAffinityForHostModelCpuModel: obsolete-host-model DoesNotExist, ANDed into every required term."""
+    return with_rejected_label(affinity, OBSOLETE_HOST_MODEL_LABEL)
+
+
+def launcher_affinity(vmi):
+    """template.go setNodeAffinityForPod: the VMI's affinity, then setNodeAffinityForHostModelCpuModel (host-model),
+    then setNodeAffinityForbiddenFeaturePolicy (each feature of policy forbid, in order). None when it has none."""
+    affinity = copy.deepcopy(_spec(vmi).get("affinity")) or None
+    if is_host_model(vmi):
+        affinity = with_rejected_label(affinity, OBSOLETE_HOST_MODEL_LABEL)
+    for feature in cpu_of(vmi).get("features") or []:
+        if feature.get("policy") == "forbid":
+            affinity = with_rejected_label(affinity, CPU_FEATURE_PREFIX + feature["name"])
+    return affinity
+
+
+def launcher_constraints(vmi, cluster_node_selectors=None, kubevirt_version=None):
+    """{"nodeSelector", "affinity", "tolerations"} of any launcher pod of the VMI (renderLaunchManifest), which the
+    migration target pod builds on."""
+    return {"nodeSelector": vmi_node_selector(vmi, cluster_node_selectors, kubevirt_version),
+            "affinity": launcher_affinity(vmi), "tolerations": _spec(vmi).get("tolerations") or []}
+
+
+def with_migration_anti_affinity(affinity, vmi):
+    """migration.go createMigrationPodAntiAffinityRule: never on a node with a pod of the same VMI (its source pod)."""
+    affinity = copy.deepcopy(affinity) or {}
+    anti = affinity.setdefault("podAntiAffinity", {})
+    anti["requiredDuringSchedulingIgnoredDuringExecution"] = list(
+        anti.get("requiredDuringSchedulingIgnoredDuringExecution") or []) + [
+        {"labelSelector": {"matchLabels": {CREATED_BY_LABEL: ((vmi or {}).get("metadata") or {}).get("uid")}},
+         "topologyKey": HOSTNAME_LABEL}]
+    return affinity
+
+
 def target_constraints(vmi, source_pod=None, source_node=None, cluster_node_selectors=None, added_selector=None,
-                       vendor_rule=True):
+                       kubevirt_version=None):
     """{"nodeSelector", "affinity", "tolerations", "cpu"} of the migration target pod KubeVirt will create.
 
     cpu describes the CPU constraint for messages: {"model", "host_model", "features", "vendor", "source"}.
-    vendor_rule: whether this KubeVirt adds the source's CPU vendor (1.6+, versions.py).
+    kubevirt_version: the cluster's KubeVirt (None: the newest behaviour), for what its releases render differently
+    (versions.KUBEVIRT_POD_RENDERING; the source's CPU vendor from 1.6, KUBEVIRT_FEATURES).
     """
-    vmi_selector = vmi_node_selector(vmi, cluster_node_selectors)
+    launcher = launcher_constraints(vmi, cluster_node_selectors, kubevirt_version)
     selector = dict(added_selector or {})
-    selector.update(vmi_selector)                        # createTargetPod: the template's values win
+    selector.update(launcher["nodeSelector"])            # createTargetPod: the template's values win
     host_model = is_host_model(vmi)
     if host_model:
         selector.update(host_model_selector(source_pod, source_node))
-    if vendor_rule:
+    if _supports(kubevirt_version, "migration_cpu_vendor_selector"):
         selector.update(vendor_selector(selector, source_node))
-    affinity = _spec(vmi).get("affinity")
-    if host_model:
-        affinity = with_obsolete_host_model_rule(affinity)
     cpu = {"host_model": host_model,
            "model": next((k[len(CPU_MIGRATION_MODEL_PREFIX):] for k in selector if k.startswith(CPU_MIGRATION_MODEL_PREFIX)),
                          None) if host_model else cpu_of(vmi).get("model"),
            "features": sorted(k[len(CPU_FEATURE_PREFIX):] for k in selector if k.startswith(CPU_FEATURE_PREFIX)),
            "vendor": next((k[len(CPU_VENDOR_PREFIX):] for k in selector if k.startswith(CPU_VENDOR_PREFIX)), None),
            "source": ((source_node or {}).get("metadata") or {}).get("name")}
-    return {"nodeSelector": selector, "affinity": affinity, "tolerations": _spec(vmi).get("tolerations") or [],
-            "cpu": cpu}
+    return {"nodeSelector": selector, "affinity": with_migration_anti_affinity(launcher["affinity"], vmi),
+            "tolerations": launcher["tolerations"], "cpu": cpu}
 
 
 def split_cpu_selector(selector):

@@ -169,6 +169,18 @@ KUBEVIRT_FEATURES = {
     },
 }
 
+# How virt-controller renders the node selection of a virt-launcher pod (a migration target pod is rendered the same
+# way, pkg/virt-controller/services/template.go renderLaunchManifest), where the KubeVirt releases differ: rows of
+# (first release that renders so, what it renders), newest first; a release takes the first row it is not older than.
+# Read at the tags v1.5.3, v1.6.6, v1.7.0, v1.8.0 and v1.9.0 (2026-11-27):
+# - cpumanager_label: v1.CPUManager (staging/src/kubevirt.io/api/core/v1/types.go), the label
+#   nodeselectorrenderer.go Render selects for dedicated CPUs: "kubevirt.io/cpumanager" from v1.8.0 (commit
+#   4948280eb5 "Deprecate a cpumanager label" keeps the old name as DeprecatedCPUManager), "cpumanager" up to v1.7.
+KUBEVIRT_POD_RENDERING = (
+    ("1.8.0", {"cpumanager_label": "kubevirt.io/cpumanager"}),
+    ("0.0.0", {"cpumanager_label": "cpumanager"}),
+)
+
 # KubeVirt's live-migration limits when its CR leaves them unset
 # (spec.configuration.migrations; the same in every release this collection knows,
 # pkg/virt-config/virt-config.go ParallelMigrationsPerClusterDefault = 5 and
@@ -665,6 +677,18 @@ def kubevirt_supports(kubevirt_version, feature):
     parsed = parse_kubevirt_version(kubevirt_version)
     minimum = parse_kubevirt_version(KUBEVIRT_FEATURES[feature]["min_version"])
     return parsed.sort_key() >= minimum.sort_key()
+
+
+def kubevirt_pod_rendering(kubevirt_version=None):
+    """The row of KUBEVIRT_POD_RENDERING for a KubeVirt version (a dict); the newest row for None, an unknown version
+    (the newest behaviour is assumed, as for the features)."""
+    if kubevirt_version is None:
+        return dict(KUBEVIRT_POD_RENDERING[0][1])
+    parsed = parse_kubevirt_version(kubevirt_version)
+    for first, rendering in KUBEVIRT_POD_RENDERING:
+        if parsed.sort_key() >= parse_kubevirt_version(first).sort_key():
+            return dict(rendering)
+    return dict(KUBEVIRT_POD_RENDERING[-1][1])
 
 
 # --- MutatingAdmissionPolicy -------------------------------------------------

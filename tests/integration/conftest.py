@@ -22,6 +22,9 @@ KUBECONFIG = workers.cluster_dir() / "kubeconfig"
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "kubevirt15: needs a cluster with KubeVirt 1.5 (make integration-kubevirt)")
+    config.addinivalue_line("markers", "differential: test_target_pod_differential.py's shapes (issue 29)")
+    config.addinivalue_line("markers", "kubevirt_differs: a shape the KubeVirt releases render differently (read at "
+                            "their tags): make integration-kubevirt runs it on 1.6.6 and 1.5.3 too")
     config.addinivalue_line("markers", "fleet: needs a second control plane of another Kubernetes minor (make fleet)")
 
 

@@ -697,3 +697,22 @@ def test_kubevirt_sort_order():
     keys = [parse_kubevirt_version(text).sort_key() for text in ordered]
     assert keys == sorted(keys)
     assert len(set(keys)) == len(keys)
+
+
+@pytest.mark.parametrize("version, label", [
+    ("v1.5.3", "cpumanager"), ("v1.6.6", "cpumanager"), ("v1.7.4", "cpumanager"),
+    ("v1.8.0-rc.1", "cpumanager"),          # a pre-release of 1.8.0 counts as older than it
+    ("v1.8.0", "kubevirt.io/cpumanager"), ("v1.9.0", "kubevirt.io/cpumanager"), (None, "kubevirt.io/cpumanager"),
+])
+def test_kubevirt_pod_rendering_cpumanager_label(version, label):
+    """v1.CPUManager at the tags v1.5.3, v1.6.6, v1.7.0: "cpumanager"; v1.8.0, v1.9.0: "kubevirt.io/cpumanager"."""
+    assert versions.kubevirt_pod_rendering(version)["cpumanager_label"] == label
+
+
+def test_kubevirt_pod_rendering_rows_are_newest_first_and_copies():
+    firsts = [versions.parse_kubevirt_version(first).sort_key() for first, _row in versions.KUBEVIRT_POD_RENDERING]
+    assert firsts == sorted(firsts, reverse=True)
+    versions.kubevirt_pod_rendering("v1.9.0")["cpumanager_label"] = "changed"
+    assert versions.kubevirt_pod_rendering("v1.9.0")["cpumanager_label"] == "kubevirt.io/cpumanager"
+    with pytest.raises(VersionError):
+        versions.kubevirt_pod_rendering("not a version")
