@@ -124,9 +124,10 @@ def test_in_flight_migration_attach_or_clear_error(kv, kubeconfig, namespace, wa
     # node01 and node03 are the schedulable cpu=slow nodes: the other one is the only target.
     source = vmi["status"]["nodeName"]
     target = "node03" if source == "node01" else "node01"
-    # Someone else's migration to that node, slow enough to be in flight through two module runs
+    # Someone else's migration to that node, slow enough to be in flight through two module runs (each can take
+    # 15 s of a loaded machine's time: a module run imports the kubernetes client)
     kv.create(VMIMS, namespace, vmim_manifest("theirs", "vm", added_node_selector={"kubernetes.io/hostname": target},
-                                              annotations={"sim.vmsched.kubevirt.io/migration-seconds": "20"}))
+                                              annotations={"sim.vmsched.kubevirt.io/migration-seconds": "60"}))
     rc, res = run_module(kubeconfig, {"name": "vm", "namespace": namespace, "added_node_selector": {"storage": "fast"}})
     assert rc != 0 and "in flight" in res["msg"] and "theirs" in res["msg"], res
 
@@ -498,8 +499,9 @@ def test_kubevirts_evacuation_is_adopted_and_the_job_finished_from_where_it_land
     """The VM's launcher pod was evicted (a drain, the descheduler): KubeVirt migrates it itself, to node03 (the
     other schedulable cpu=slow node). Asked for node01, the module follows KubeVirt's migration to its end instead of
     failing, warns that it landed elsewhere, and migrates the VM on from there."""
+    # Each migration slow enough for KubeVirt's to be in flight still when the module starts on a loaded machine.
     vmi = start_vm(kv, namespace, "vm", wait, spec_extra={"nodeSelector": {"cpu": "slow"}},
-                   annotations={"sim.vmsched.kubevirt.io/migration-seconds": "8"})
+                   annotations={"sim.vmsched.kubevirt.io/migration-seconds": "20"})
     source = vmi["status"]["nodeName"]
     elsewhere = "node03" if source == "node01" else "node01"
     [pod] = kv.pods(namespace, vmi)
