@@ -569,7 +569,9 @@ def markdown(result):
         "# vm_rebalance against the descheduler",
         "",
         f"{result['vms']} VMs of mixed sizes started on {', '.join(result['hot_nodes'])} of the {len(result['scope'])} "
-        f"nodes in scope ({result['nodes']} nodes in all), {reps} repetition(s), Kubernetes {result['server_version']}, "
+        f"nodes in scope ({result['nodes']} nodes in all), {reps} repetition(s)"
+        + (f" of the {result['reps_asked']} asked (the run was stopped after {reps})"
+           if result.get("reps_asked", reps) > reps else "") + f", Kubernetes {result['server_version']}, "
         f"KubeVirt {result['kubevirt_version']}, descheduler {result['descheduler_version']} (interval "
         f"{result['descheduler_interval_seconds']} s, settled after {result['quiet_cycles']} cycles without an eviction "
         f"and no migration in flight; cap {result['cap_seconds']} s), vm_rebalance objective {result['objective']}, "
