@@ -470,7 +470,7 @@ ee: venv ## Execution environment: build context in .build/ee/ (ansible-builder 
 # 24 here). A smaller cluster already up stays as it is, and balance.py says so: `make cluster-down` first.
 .PHONY: bench
 bench: export VMSCHED_NODES ?= 24
-bench: venv cluster-up ## Benchmarks on the local control plane (24 nodes): bench/REPORT.md and bench/plots/ (about 30 min)
+bench: venv cluster-up ## Benchmarks on the local control plane (24 nodes): bench/REPORT.md and bench/plots/ (about 65 min)
 	$(call say,"bench/report.py: every benchmark against the local control plane")
 	KUBECONFIG=$(LOCAL_KUBECONFIG) $(ANSIBLE_ENV) $(BIN)/python bench/report.py
 
