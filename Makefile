@@ -202,7 +202,7 @@ KV_ENV = VMSCHED_CLUSTER_DIR=$(KV_DIR) VMSCHED_PORT_OFFSET=$$(( $${VMSCHED_PORT_
 
 .PHONY: kubevirt-run
 kubevirt-run: venv
-	$(call say,"KubeVirt $(KV_RELEASE) on a control plane of its own in $(KV_DIR): $(KV_PYTEST)")
+	$(call say,"KubeVirt $(KV_RELEASE) on a control plane of its own in $(KV_DIR): $(subst ",',$(KV_PYTEST))")
 	$(call on_workers,$(KV_ENV) KUBECONFIG=$(KV_DIR)/kubeconfig VMSCHED_TEST_KUBECONFIG=$(KV_DIR)/kubeconfig VMSCHED_PLACEMENT_VMS=200,--kubevirt $(KV_RELEASE),$(KV_WORKERS),$(KV_PYTEST) --durations=20,--first)
 
 # site.yml and teardown.yml over a fleet: the local control plane and others of other Kubernetes releases

@@ -210,7 +210,8 @@ def test_kubevirts_own_evacuations_are_adopted_and_count_against_the_caps(kv, ku
     the job. The VMs KubeVirt is moving are followed to their end and reported, flagged adopted, not failed; the
     VM nobody moves yet gets this run's migration, only once KubeVirt's own leave room under
     parallelOutboundMigrationsPerNode (2)."""
-    slow = {"sim.vmsched.kubevirt.io/migration-seconds": "15"}
+    # Slow enough for KubeVirt's first migrations to be in flight still when the module starts on a loaded machine.
+    slow = {"sim.vmsched.kubevirt.io/migration-seconds": "40"}
     start_vms_on(kv, namespace, 4, SOURCE, wait, annotations=slow)
     evicted = ["vm00", "vm01", "vm02"]
     drain_pods(kv, namespace, evicted)
