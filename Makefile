@@ -375,7 +375,7 @@ demo:
 	@$(PYTHON) tests/cluster/prebuild.py --announce
 	@mkdir -p $(BUILD); setsid $(PYTHON) tests/cluster/prebuild.py --demo > $(BUILD)/prebuild-demo.log 2>&1 & \
 	builds=$$!; trap 'kill -- -$$builds 2>/dev/null || true' EXIT; \
-	$(MAKE) --no-print-directory venv cluster-up
+	VMSCHED_ANNOUNCED=1 $(MAKE) --no-print-directory venv cluster-up
 	@# Ansible's colours on a terminal, though its output goes through tee (the check reads past them).
 	@color=$$([ -t 1 ] && echo 1 || echo 0); \
 	$(call DEMO_RUN,$(CURDIR),playbooks/{}.yml,$(DEMO_NAMESPACE),$(DEMO_SITE_VARS),vmsched-scheduler/kubevirt-scheduler) \

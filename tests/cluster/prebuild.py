@@ -48,9 +48,15 @@ def steps(fleet):
                  lambda: build.ensure_built(fleet_versions))] if fleet else []))
 
 
+ANNOUNCED = "VMSCHED_ANNOUNCED"
+
+
 def announce(kubevirt_version, log):
     """Log what a first run builds before the control plane can start, and for how long (the builds log a line every
-    minute while they run); nothing when all is built."""
+    minute while they run); nothing when all is built, or when make demo said it already (ANNOUNCED in the
+    environment of the make that brings the control plane up)."""
+    if os.environ.get(ANNOUNCED):
+        return
     versions = build.read_versions()
     todo = [(what, cpu) for what, cpu, absent in (
         (f"Kubernetes {versions['KUBERNETES_VERSION']}, etcd and KWOK", build.COLD_CPU_SECONDS, build.missing()),

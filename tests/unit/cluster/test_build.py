@@ -82,3 +82,18 @@ def test_a_first_run_is_told_what_it_builds_and_how_long_that_takes(monkeypatch)
     monkeypatch.setattr(prebuild.build, "missing", lambda versions=None: [])
     prebuild.announce("v1.9.0", said.append)
     assert len(said) == 1, said
+
+
+def test_make_demo_announces_the_first_builds_once(monkeypatch):
+    """make demo says what it builds before it makes the virtualenv; cluster.py up, started by the same make demo
+    while the builds still run, does not say it again."""
+    import prebuild  # pylint: disable=import-outside-toplevel
+    said = []
+    monkeypatch.setattr(prebuild.build, "missing", lambda versions=None: ["kube-apiserver"])
+    monkeypatch.setattr(prebuild.kubevirt_build, "missing", lambda version: ["virt-api"])
+    monkeypatch.setenv(prebuild.ANNOUNCED, "1")
+    prebuild.announce("v1.9.0", said.append)
+    assert not said, said
+    makefile = (Path(__file__).resolve().parents[3] / "Makefile").read_text()
+    demo = makefile[makefile.index("\ndemo:\n"):makefile.index(".PHONY: demo-check")]
+    assert f"{prebuild.ANNOUNCED}=1 $(MAKE) --no-print-directory venv cluster-up" in demo, demo
