@@ -32,6 +32,9 @@ The same start (same VMs, same sizes, same node for each VM) is made anew for ea
                          a plan in check mode, then exactly that plan applied (plan=the check run's result), again
                          until the check run reports changed=false. objective memory, threshold 0.1, the module's
                          max_migrations (10) and cooldown (3600 s) unless told otherwise.
+- vm_rebalance_matched:  the same, with the threshold set to the CV of the objective the descheduler arm ended with
+                         in the same repetition (it runs after that arm): how many migrations vm_rebalance needs to
+                         make the cluster as even as the descheduler made it. Compared with the descheduler arm only.
 
 Per arm and repetition: migrations made (VirtualMachineInstanceMigration objects that Succeeded, followed by a
 watcher polling every second so none is missed), failed ones, VMs moved more than once, the CV (and max/min) of
@@ -45,7 +48,7 @@ bench/results/rebalance.json and rebalance.md.
 Everything it makes is removed at the end: its namespace with the VMs and migrations, its cordons, the descheduler.
 
 Usage: .venv/bin/python bench/rebalance.py [--reps 5] [--vms 40] [--hot node01,node03,node07]
-       [--arms descheduler,descheduler_deviation,vm_rebalance] [--interval 15] [--quiet-cycles 2] [--cap 900]
+       [--arms descheduler,descheduler_deviation,vm_rebalance,vm_rebalance_matched] [--interval 15] [--quiet-cycles 2] [--cap 900]
 """
 from __future__ import annotations
 
@@ -81,8 +84,11 @@ from tests.integration.vms import vm_manifest  # noqa: E402
 
 GROUP, VERSION = "kubevirt.io", "v1"
 VMS, VMIS, VMIMS = "virtualmachines", "virtualmachineinstances", "virtualmachineinstancemigrations"
-ARMS = ("descheduler", "descheduler_deviation", "vm_rebalance")
+ARMS = ("descheduler", "descheduler_deviation", "vm_rebalance", "vm_rebalance_matched")
 DESCHEDULER_ARMS = ("descheduler", "descheduler_deviation")
+# vm_rebalance_matched stops as even as the descheduler arm ended in the same repetition: its threshold is that
+# arm's final CV of the objective, so the two spend their migrations on the same evenness.
+MATCHED = {"vm_rebalance_matched": "descheduler"}
 # The role variables each descheduler arm sets on top of roles/descheduler/defaults/main.yml.
 DESCHEDULER_VARIABLES = {
     "descheduler": {},
@@ -456,9 +462,9 @@ def module(cluster, params, check, tag, step):
     return proc.returncode, result, seconds
 
 
-def run_vm_rebalance(cluster, args, tag):
+def run_vm_rebalance(cluster, args, tag, threshold):
     """Plan in check mode, apply exactly that plan, until a check run reports changed=false (or --cap seconds)."""
-    params = {"namespaces": [cluster.namespace], "objective": args.objective, "threshold": args.threshold,
+    params = {"namespaces": [cluster.namespace], "objective": args.objective, "threshold": threshold,
               "max_migrations": args.max_migrations, "cooldown": args.cooldown}
     rounds, deadline, settled = [], time.monotonic() + args.cap, False
     while time.monotonic() < deadline:
@@ -486,13 +492,13 @@ def run_vm_rebalance(cluster, args, tag):
         if rc != 0:
             log(f"    vm_rebalance failed: {applied.get('msg')}")
             break
-    return {"settled": settled, "runs": len(rounds), "rounds": rounds}
+    return {"settled": settled, "runs": len(rounds), "rounds": rounds, "threshold": threshold}
 
 
 # --- one arm, the repetitions, the report --------------------------------------------------------------------------
 
 
-def run_arm(cluster, arm, scope, vms, args, tag, descheduler):
+def run_arm(cluster, arm, scope, vms, args, tag, descheduler, done):  # pylint: disable=too-many-arguments
     log(f"  {arm}: skewed start, {len(vms)} VMs on {', '.join(args.hot_nodes)}")
     setup_seconds = skewed_start(cluster, scope, args.hot_nodes, vms)
     before = measure(cluster, scope)
@@ -504,8 +510,10 @@ def run_arm(cluster, arm, scope, vms, args, tag, descheduler):
         if arm in DESCHEDULER_ARMS:
             binary, rendered, role_args = descheduler[arm]
             own = run_descheduler(cluster, arm, binary, rendered, role_args, watch, args, tag)
+        elif arm in MATCHED:
+            own = run_vm_rebalance(cluster, args, tag, done[MATCHED[arm]][f"cv_{args.objective}"])
         else:
-            own = run_vm_rebalance(cluster, args, tag)
+            own = run_vm_rebalance(cluster, args, tag, args.threshold)
     finally:
         arm_seconds = round(time.monotonic() - t0, 1)
         watch.stop()
@@ -535,7 +543,7 @@ def comparisons(repetitions, arms):
     issue's goal (a CV of VMs and of memory as good or better, at most half the migrations, no VM moved twice)."""
     found = {}
     for base in [a for a in arms if a in DESCHEDULER_ARMS]:
-        for arm in [a for a in arms if a not in DESCHEDULER_ARMS]:
+        for arm in [a for a in arms if a not in DESCHEDULER_ARMS and MATCHED.get(a, base) == base]:
             per_rep = []
             for rep in repetitions:
                 mine, theirs = rep["arms"][arm], rep["arms"][base]
@@ -575,7 +583,9 @@ def markdown(result):
         f"KubeVirt {result['kubevirt_version']}, descheduler {result['descheduler_version']} (interval "
         f"{result['descheduler_interval_seconds']} s, settled after {result['quiet_cycles']} cycles without an eviction "
         f"and no migration in flight; cap {result['cap_seconds']} s), vm_rebalance objective {result['objective']}, "
-        f"threshold {result['threshold']}, max_migrations {result['max_migrations']}. Written by `bench/rebalance.py`; "
+        f"threshold {result['threshold']}"
+        + ("" if not any(a in MATCHED for a in arms) else " (vm_rebalance_matched: the CV the descheduler ended with in "
+           "the same repetition)") + f", max_migrations {result['max_migrations']}. Written by `bench/rebalance.py`; "
         "medians over the repetitions, [min–max] in brackets. CVs over the nodes in scope, by plan.spread.",
         "",
         "| metric | " + " | ".join(arms) + " |",
@@ -623,6 +633,10 @@ def main():  # pylint: disable=too-many-locals,too-many-statements
     arms = [a for a in args.arms.split(",") if a]
     if not arms or set(arms) - set(ARMS):
         parser.error(f"arms are {', '.join(ARMS)}")
+    if any(MATCHED[a] not in arms for a in arms if a in MATCHED):
+        parser.error("vm_rebalance_matched needs the descheduler arm")
+    if args.objective == "cpu" and any(a in MATCHED for a in arms):
+        parser.error("vm_rebalance_matched matches a CV this benchmark measures: objective vms or memory")
     args.hot_nodes = [n for n in args.hot.split(",") if n]
     kubeconfig = str(Path(args.kubeconfig).resolve())
 
@@ -689,11 +703,14 @@ def main():  # pylint: disable=too-many-locals,too-many-statements
     try:
         for rep in range(args.reps):
             vms = skewed_vms(random.Random(args.seed * 1000 + rep), args.vms, args.hot_nodes)
-            order = arms[rep % len(arms):] + arms[:rep % len(arms)]     # each arm goes first in some repetition
+            free = [a for a in arms if a not in MATCHED]
+            # Each arm goes first in some repetition; a matched arm follows the arm it is matched to.
+            order = free[rep % len(free):] + free[:rep % len(free)] + [a for a in arms if a in MATCHED]
             log(f"repetition {rep + 1}/{args.reps}: arms {order}")
             record = {"vm_sizes": [f"{c}c/{g}Gi@{n}" for _name, c, g, n in vms], "arms": {}}
             for arm in order:
-                record["arms"][arm] = run_arm(cluster, arm, scope, vms, args, f"r{rep + 1}-{arm}", descheduler)
+                record["arms"][arm] = run_arm(cluster, arm, scope, vms, args, f"r{rep + 1}-{arm}", descheduler,
+                                              record["arms"])
             repetitions.append(record)
             text = write()
     finally:

@@ -273,7 +273,8 @@ def plot_balance(res):
     return save(fig, "balance", res)
 
 
-REBALANCE_COLOURS = {"descheduler": "tab:orange", "descheduler_deviation": "tab:red", "vm_rebalance": "tab:blue"}
+REBALANCE_COLOURS = {"descheduler": "tab:orange", "descheduler_deviation": "tab:red", "vm_rebalance": "tab:blue",
+                     "vm_rebalance_matched": "tab:cyan"}
 
 
 def plot_rebalance(res):
@@ -646,6 +647,13 @@ def headline(results):
                        f"of VMs {summary[arm]['cv_vms']['median']:.3f} against {summary[base]['cv_vms']['median']:.3f}, "
                        f"VMs moved more than once: at most {summary[arm]['vms_moved_twice']['max']:g} against at most "
                        f"{summary[base]['vms_moved_twice']['max']:g}" + ran_by("rebalance", res) + ".")
+        matched = "vm_rebalance_matched"
+        if matched in summary and "descheduler" in summary:
+            out.append(f"- `vm_rebalance` stopped as even as the descheduler ended (threshold: its final CV of memory, "
+                       f"repetition by repetition): {summary[matched]['migrations']['median']:g} migrations against "
+                       f"{summary['descheduler']['migrations']['median']:g}, final CV of memory "
+                       f"{summary[matched]['cv_memory']['median']:.3f} against "
+                       f"{summary['descheduler']['cv_memory']['median']:.3f}" + ran_by("rebalance", res) + ".")
     res = results.get("site")
     if res:
         out.append(f"- `site.yml`: first converge {res['converge_seconds']:.0f} s, no-op re-run "
