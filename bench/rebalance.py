@@ -48,7 +48,8 @@ bench/results/rebalance.json and rebalance.md.
 Everything it makes is removed at the end: its namespace with the VMs and migrations, its cordons, the descheduler.
 
 Usage: .venv/bin/python bench/rebalance.py [--reps 5] [--vms 40] [--hot node01,node03,node07]
-       [--arms descheduler,descheduler_deviation,vm_rebalance,vm_rebalance_matched] [--interval 15] [--quiet-cycles 2] [--cap 900]
+       [--arms descheduler,descheduler_deviation,vm_rebalance,vm_rebalance_matched] [--interval 15]
+       [--quiet-cycles 2] [--cap 900]
 """
 from __future__ import annotations
 

@@ -649,11 +649,12 @@ def headline(results):
                        f"{summary[base]['vms_moved_twice']['max']:g}" + ran_by("rebalance", res) + ".")
         matched = "vm_rebalance_matched"
         if matched in summary and "descheduler" in summary:
-            out.append(f"- `vm_rebalance` stopped as even as the descheduler ended (threshold: its final CV of memory, "
+            what = res["objective"]      # the CV the matched threshold is taken from (rebalance.py: vms or memory)
+            out.append(f"- `vm_rebalance` stopped as even as the descheduler ended (threshold: its final CV of {what}, "
                        f"repetition by repetition): {summary[matched]['migrations']['median']:g} migrations against "
-                       f"{summary['descheduler']['migrations']['median']:g}, final CV of memory "
-                       f"{summary[matched]['cv_memory']['median']:.3f} against "
-                       f"{summary['descheduler']['cv_memory']['median']:.3f}" + ran_by("rebalance", res) + ".")
+                       f"{summary['descheduler']['migrations']['median']:g}, final CV of {what} "
+                       f"{summary[matched][f'cv_{what}']['median']:.3f} against "
+                       f"{summary['descheduler'][f'cv_{what}']['median']:.3f}" + ran_by("rebalance", res) + ".")
     res = results.get("site")
     if res:
         out.append(f"- `site.yml`: first converge {res['converge_seconds']:.0f} s, no-op re-run "
