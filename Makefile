@@ -253,13 +253,23 @@ matrix-core: venv cluster-up ## Every ansible-core x kubernetes.core combination
 	$(call say,"the ansible-core matrix: every combination of tests/matrix/matrix.yml")
 	$(MATRIX) --all
 
-.PHONY: matrix-edges
+.PHONY: matrix-edges matrix-edges-checks matrix-edges-jobs
 # MATRIX_EDGES_TESTS: --awx-jobs (the AWX runner's jobs; make test) or --quick (all the playbooks' tests; test-full).
 MATRIX_EDGES_TESTS ?= --awx-jobs
 matrix-edges: venv cluster-up ## The oldest and the newest combination: sanity, units, the AWX runner's jobs
 	$(call say,"the ansible-core matrix: its oldest and newest combination")
 	VMSCHED_PORT_OFFSET=$${VMSCHED_PORT_OFFSET:-0} VMSCHED_CLUSTER_DIR=$(CLUSTER_DIR) $(MATRIX) --edges $(MATRIX_EDGES_TESTS) \
 		--steps sanity,units,integration
+
+# matrix-edges in two halves, for make test: the checks need no control plane, so they run beside the clusters' start.
+matrix-edges-checks: venv ## matrix-edges' sanity and units only (no control plane)
+	$(call say,"the ansible-core matrix: sanity and units on its oldest and newest combination")
+	$(MATRIX) --edges --steps sanity,units
+
+matrix-edges-jobs: venv cluster-up ## matrix-edges' integration step only: the AWX runner's jobs on the oldest and newest
+	$(call say,"the ansible-core matrix: the AWX runner's jobs on its oldest and newest combination")
+	VMSCHED_PORT_OFFSET=$${VMSCHED_PORT_OFFSET:-0} VMSCHED_CLUSTER_DIR=$(CLUSTER_DIR) $(MATRIX) --edges $(MATRIX_EDGES_TESTS) \
+		--steps integration
 
 .PHONY: surveys
 surveys: venv ## Regenerate the AWX surveys (playbooks/surveys/) from the playbooks' argument specs
@@ -276,13 +286,14 @@ surveys: venv ## Regenerate the AWX surveys (playbooks/surveys/) from the playbo
 # (tests/cluster/prebuild.py, standard library only: it starts before the virtualenv is made, its log in
 # .build/prebuild.log), while the virtualenv is made and the Python-only stages run; a stage that needs a
 # program still being built waits for it. Lines of stages that run at the same time are prefixed with their lane.
-# First lint, units and ee (lane a) beside the start of the integration suite's control planes (lane b); then the
-# integration suite (on two workers, each on a control plane of its own); then two lanes at once: the first on the
-# local control plane (molecule, release-check, fleet), the second on the second worker's (the older KubeVirt
-# releases on control planes of their own, matrix-edges). Each lane stops at its first failure; the end prints every
-# stage's time and lane (.build/stages.tsv).
+# First lint, units and ee (lane a) beside sanity and units on the oldest and the newest ansible-core, then the start
+# of the integration suite's control planes (lane b: on a first run that start waits for the builds, which the checks
+# do not need); then the integration suite (on two workers, each on a control plane of its own); then two lanes at
+# once: the first on the local control plane (molecule, release-check, fleet), the second on the second worker's (the
+# older KubeVirt releases on control planes of their own, the AWX runner's jobs on the oldest and the newest
+# ansible-core). Each lane stops at its first failure; the end prints every stage's time and lane (.build/stages.tsv).
 # One proof per claim: sanity on the venv's ansible-core is make test-full's; make test runs it, with no ignore
-# files, on the oldest and the newest ansible-core (matrix-edges).
+# files, on the oldest and the newest ansible-core (matrix-edges-checks).
 TEST_CHECKS := lint units ee
 # The descheduler's resolve and mirror through the role alone: site.yml's image step (test_site_playbooks) resolves
 # and mirrors it to the same digest and re-runs with no change, the scheduler's own resolve and mirror
@@ -291,7 +302,7 @@ TEST_CHECKS := lint units ee
 TEST_SUITE_LEAVES_OUT := --ignore=tests/integration/test_awx_runner.py \
 	--deselect=tests/integration/test_scheduler_image.py::test_descheduler_resolves_and_mirrors_pinned_to_the_seeded_digest
 TEST_LANE_1 := molecule release-check fleet
-TEST_LANE_2 := integration-kubevirt matrix-edges
+TEST_LANE_2 := integration-kubevirt matrix-edges-jobs
 WORKER_1_CLUSTER = VMSCHED_CLUSTER_DIR=$$($(WORKERS_PY) dir 1) VMSCHED_PORT_OFFSET=$$($(WORKERS_PY) offset 1)
 # $(1): the TSV; $(2), $(3): two lanes' names; $(4), $(5): their stages; $(6): the environment of the second.
 define two_lanes
@@ -300,7 +311,7 @@ define two_lanes
 	rc=0; wait $$first || rc=$$?; wait $$second || rc=$$?; [ $$rc -eq 0 ]
 endef
 .PHONY: test
-test: ## lint, units, ee beside the clusters' start, integration, then molecule, release-check, fleet beside integration-kubevirt, matrix-edges
+test: ## lint, units, ee beside the edges' checks and the clusters' start, integration, then molecule, release-check, fleet beside integration-kubevirt, the edges' AWX jobs
 	@mkdir -p $(BUILD); : > $(BUILD)/stages.tsv; started=$$(date +%s); \
 	setsid nice -n 19 $(PYTHON) tests/cluster/prebuild.py --fleet '$(FLEET)' > $(BUILD)/prebuild.log 2>&1 & \
 	prebuild=$$!; \
@@ -308,7 +319,7 @@ test: ## lint, units, ee beside the clusters' start, integration, then molecule,
 		tests/stage_table.sh $(BUILD)/stages.tsv $$started' EXIT; \
 	export MAKE="$(MAKE)" KEEP_WORKER_CLUSTERS=1 SUITE_LEAVES_OUT="$(TEST_SUITE_LEAVES_OUT)"; \
 	tests/stages.sh $(BUILD)/stages.tsv - venv; \
-	$(call two_lanes,$(BUILD)/stages.tsv,a,b,$(TEST_CHECKS),integration-clusters,); \
+	$(call two_lanes,$(BUILD)/stages.tsv,a,b,$(TEST_CHECKS),matrix-edges-checks integration-clusters,); \
 	tests/stages.sh $(BUILD)/stages.tsv - integration-suite; \
 	$(call two_lanes,$(BUILD)/stages.tsv,1,2,$(TEST_LANE_1),$(TEST_LANE_2),$(WORKER_1_CLUSTER) INTEGRATION_WORKERS=1)
 

@@ -14,6 +14,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "cluster"))
 import workers  # noqa: E402  pylint: disable=wrong-import-position
 
+# The CPU each test costs, printed at the end (its hooks, registered by being names of this conftest).
+from .cpu_report import (  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
+    pytest_runtest_logreport, pytest_runtest_makereport, pytest_runtest_protocol, pytest_terminal_summary)
+
 # Under pytest-xdist each worker has a control plane of its own (tests/cluster/workers.py, started by
 # `make integration`): before anything below, or any test module, reads the cluster's variables.
 workers.use_worker_cluster()

@@ -17,7 +17,7 @@ Virtualenvs, collection trees and wheels live outside the checkout (VMSCHED_CACH
 is built again only when its Python, its pins or requirements.txt change, a collections tree only when
 its wheel changes.
 Each step's output goes to .build/matrix/logs/; the table of results is printed at the end and
-kept in .build/matrix/results-{all,edges,only}.json. Exits non-zero when any step failed.
+kept in .build/matrix/results-{all,edges,only}[-<steps>].json. Exits non-zero when any step failed.
 """
 from __future__ import annotations
 
@@ -393,8 +393,11 @@ def main():
     results = run_matrix(combos, steps)
     report = {"finished": time.strftime("%Y-%m-%dT%H:%M:%S"), "seconds": round(time.monotonic() - started, 1),
               "results": results}
-    # One file per selection, so that a run of some combinations keeps the last full run's results.
-    results_file = BUILD / f"results-{'all' if args.all else 'edges' if args.edges else 'only'}.json"
+    # One file per selection and steps, so that a run of some combinations or steps (make test runs the edges' checks
+    # and their jobs apart) keeps the other runs' results.
+    selection = "all" if args.all else "edges" if args.edges else "only"
+    some_steps = "" if steps == list(STEPS) else "-" + "+".join(steps)
+    results_file = BUILD / f"results-{selection}{some_steps}.json"
     results_file.write_text(json.dumps(report, indent=2) + "\n")
     print("\n" + table(results) + f"\n\nmatrix: {len(results)} combination(s) in {report['seconds']:.0f}s "
           f"(results in {rel(results_file)}, logs in {rel(LOGS)})")
