@@ -1,8 +1,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The CPU each integration test costs, printed after pytest's --durations (issue 27: measure first).
 
-The machine is CPU-bound for most of `make test`, so wall times mislead: a test waiting on a simulated migration
-looks slow and costs little, a role converge looks as slow and costs two cores' worth. Counted per test, setup to
+The machine is CPU-bound for most of `make test`, so wall times mislead: a test waiting on simulated migrations
+may take as long as a role's converges and cost a third of their CPU. Counted per test, setup to
 teardown: the test process's own CPU and that of the processes it waited for (ansible-playbook, the modules it
 runs, the helpers). The control planes' CPU is not in it. Under pytest-xdist each worker measures its tests and the
 figure travels to the controller in the report's user_properties.
