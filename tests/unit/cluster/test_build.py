@@ -97,3 +97,26 @@ def test_make_demo_announces_the_first_builds_once(monkeypatch):
     makefile = (Path(__file__).resolve().parents[3] / "Makefile").read_text()
     demo = makefile[makefile.index("\ndemo:\n"):makefile.index(".PHONY: demo-check")]
     assert f"{prebuild.ANNOUNCED}=1 $(MAKE) --no-print-directory venv cluster-up" in demo, demo
+
+
+def test_kubevirt_builds_its_missing_programs_in_one_go_build_compiled_without_dwarf(tmp_path, monkeypatch):
+    """KubeVirt's programs link with -s -w, which drops every DWARF section: the compiler writes none either."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    from kubevirt import build as kubevirt_build  # pylint: disable=import-outside-toplevel
+    ran = []
+
+    def go(cmd, cwd=None, env=None, **_kwargs):
+        ran.append(cmd)
+        out = Path(cmd[cmd.index("-o") + 1])
+        for name in ("virt-api", "virt-controller"):
+            (out / name).write_text("")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+    monkeypatch.setattr(kubevirt_build, "source_dir", lambda version: tmp_path / "src")
+    monkeypatch.setattr(kubevirt_build.subprocess, "run", go)
+    (tmp_path / "bin").mkdir()
+    kubevirt_build._build("v1.9.0", tmp_path / "bin", ["virt-controller", "virt-api"])  # pylint: disable=protected-access
+    assert len(ran) == 1 and ran[0][:2] == ["go", "build"], ran
+    cmd = ran[0]
+    assert "-s -w" in cmd[cmd.index("-ldflags") + 1] and "-gcflags=all=-dwarf=false" in cmd, cmd
+    assert cmd[-2:] == ["./cmd/virt-controller", "./cmd/virt-api"], cmd
+    assert sorted(p.name for p in (tmp_path / "bin").iterdir()) == ["virt-api", "virt-controller"]

@@ -141,11 +141,20 @@ def test_version_ldflags_like_the_descheduler_makefile():
         " -X sigs.k8s.io/descheduler/pkg/version.gitbranch=release-1.36")
 
 
+@pytest.mark.parametrize("ldflags, compiled_without_dwarf", [
+    ("-s -w", True), ("-w", True), ("-s -w -X k8s.io/component-base/version.gitVersion=v1.37.2", True),
+    ("", False), ("-s", False), ("-X main.w=-w", False)])
+def test_dwarf_is_compiled_only_when_the_link_keeps_it(ldflags, compiled_without_dwarf):
+    # The linker's -w drops every DWARF section: the compiler need not write them.
+    assert ("-gcflags=all=-dwarf=false" in build_command("go", "p", "o", ldflags=ldflags)) is compiled_without_dwarf
+    assert gobuild.compile_flags(ldflags) == (["-gcflags=all=-dwarf=false"] if compiled_without_dwarf else [])
+
+
 def test_build_and_get_commands():
     assert build_command("go", "k8s.io/kubernetes/cmd/kube-scheduler", "/out/kube-scheduler",
                          ldflags="-s -w", tags="selinux,notest") == [
         "go", "build", "-trimpath", "-o", "/out/kube-scheduler", "-tags", "selinux,notest", "-ldflags", "-s -w",
-        "k8s.io/kubernetes/cmd/kube-scheduler"]
+        "-gcflags=all=-dwarf=false", "k8s.io/kubernetes/cmd/kube-scheduler"]
     assert build_command("go", "p", "o") == ["go", "build", "-trimpath", "-o", "o", "p"]
     assert get_command("go", "go.etcd.io/etcd/server/v3", "v3.6.8") == [
         "go", "get", "go.etcd.io/etcd/server/v3@v3.6.8"]
