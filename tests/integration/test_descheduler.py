@@ -34,6 +34,7 @@ from .registry import Buildah, LocalRegistry, skopeo_digest
 from .releases import DESCHEDULER
 from .ports import free_port
 from .audit import Audit
+from .conftest import delete_labelled
 from .local_scheduler import token_kubeconfig
 from .vms import kubevirt  # noqa: F401  pylint: disable=unused-import
 
@@ -76,20 +77,24 @@ def run(kubeconfig, namespace):
 
 
 @pytest.fixture
-def cleanup(run):
+def cleanup(dyn, namespace):
     """Make sure the cluster-scoped objects go even when a test fails half-way."""
     yield
-    run(state="absent")
+    delete_labelled(dyn, owner_selector(namespace), [(a, k, None) for a, k, cluster in KINDS if cluster])
+
+
+def owner_selector(namespace, name=NAME):
+    """The labels of every object of this descheduler."""
+    return f"{MANAGED_BY},app.kubernetes.io/instance={name},vmsched.kubevirt.io/descheduler-namespace={namespace}"
 
 
 def owned(dyn, namespace, name=NAME):
     """Every object carrying this descheduler's labels, as (kind, namespace, name)."""
-    selector = f"{MANAGED_BY},app.kubernetes.io/instance={name},vmsched.kubevirt.io/descheduler-namespace={namespace}"
     found = set()
     for api_version, kind, cluster in KINDS:
         resource = dyn.resources.get(api_version=api_version, kind=kind)
-        items = (resource.get(label_selector=selector) if cluster
-                 else resource.get(namespace=namespace, label_selector=selector)).items
+        items = (resource.get(label_selector=owner_selector(namespace, name)) if cluster
+                 else resource.get(namespace=namespace, label_selector=owner_selector(namespace, name))).items
         found.update((kind, item.metadata.namespace, item.metadata.name) for item in items)
     return found
 

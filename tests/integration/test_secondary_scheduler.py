@@ -29,6 +29,7 @@ import yaml
 from kubernetes import client
 
 from .audit import Audit
+from .conftest import delete_labelled
 # real_scheduler is a fixture: imported so that pytest finds it for this module's tests.
 from .local_scheduler import real_scheduler, token_kubeconfig  # noqa: F401  pylint: disable=unused-import
 from .playbook import BIN, run_playbook
@@ -72,24 +73,27 @@ def run(kubeconfig, namespace):
 
 
 @pytest.fixture
-def cleanup(run):
-    """Make sure cluster-scoped objects go even when a test fails half-way."""
+def cleanup(dyn, namespace):
+    """Make sure the objects outside the test namespace go even when a test fails half-way."""
     names = []
     yield names
     for name in names or ["kubevirt-scheduler"]:
-        run(state="absent", name=name)
+        delete_labelled(dyn, owner_selector(namespace, name), [(a, k, ns) for a, k, ns in KINDS if ns != ""])
+
+
+def owner_selector(namespace, name="kubevirt-scheduler"):
+    """The labels of every object of this scheduler."""
+    return f"{MANAGED_BY},app.kubernetes.io/instance={name},vmsched.kubevirt.io/scheduler-namespace={namespace}"
 
 
 def owned(dyn, namespace, name="kubevirt-scheduler"):
     """Every object carrying this scheduler's labels, as (kind, namespace, name)."""
-    selector = (f"{MANAGED_BY},app.kubernetes.io/instance={name},"
-                f"vmsched.kubevirt.io/scheduler-namespace={namespace}")
     found = set()
     for api_version, kind, ns in KINDS:
         resource = dyn.resources.get(api_version=api_version, kind=kind)
         where = namespace if ns == "" else ns
-        items = resource.get(namespace=where, label_selector=selector).items if where else \
-            resource.get(label_selector=selector).items
+        items = resource.get(namespace=where, label_selector=owner_selector(namespace, name)).items if where else \
+            resource.get(label_selector=owner_selector(namespace, name)).items
         found.update((kind, item.metadata.namespace, item.metadata.name) for item in items)
     return found
 
