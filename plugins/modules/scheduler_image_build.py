@@ -21,7 +21,7 @@ description:
     C(kube-scheduler --version) prints it. The release's replace directives are honoured through a generated
     wrapper module, because C(go install) refuses modules that have them. The binary is stripped
     (C(-ldflags=-s -w)), so its packages are compiled without DWARF (C(-gcflags=all=-dwarf=false)), which the link
-    would drop: a cold build costs less CPU.
+    would drop, and a cold build costs less CPU.
   - Packages the binary as a one-layer OCI image with buildah, without a container daemon, where the flavor's
     upstream image has it (C(/usr/local/bin/kube-scheduler) for V(kube-scheduler), C(/bin/kube-scheduler) for
     V(scheduler-plugins)) as the entrypoint, running as user 65532, and pushes it to
