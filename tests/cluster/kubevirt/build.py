@@ -184,8 +184,9 @@ def _build(version, out, missing):
     log(f"KubeVirt {version}: cold build of {', '.join(missing)}")
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         # One go build for every missing program: they share the compile graph and link in parallel.
-        cmd = ["go", "build", "-trimpath", "-ldflags", ldflags(version), *gobuild.compile_flags(ldflags(version)),
-               "-o", tmp + os.sep, *(PROGRAMS[name] for name in missing)]
+        flags = ldflags(version)
+        cmd = ["go", "build", "-trimpath", "-ldflags", flags, *gobuild.compile_flags(flags), "-o", tmp + os.sep,
+               *(PROGRAMS[name] for name in missing)]
         log("$ " + " ".join(cmd))
         result = subprocess.run(cmd, cwd=src, env=env, check=False, capture_output=True, text=True)
         if result.returncode != 0:
