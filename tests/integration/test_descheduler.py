@@ -90,11 +90,11 @@ def owner_selector(namespace, name=NAME):
 
 def owned(dyn, namespace, name=NAME):
     """Every object carrying this descheduler's labels, as (kind, namespace, name)."""
-    found = set()
+    selector, found = owner_selector(namespace, name), set()
     for api_version, kind, cluster in KINDS:
         resource = dyn.resources.get(api_version=api_version, kind=kind)
-        items = (resource.get(label_selector=owner_selector(namespace, name)) if cluster
-                 else resource.get(namespace=namespace, label_selector=owner_selector(namespace, name))).items
+        items = (resource.get(label_selector=selector) if cluster
+                 else resource.get(namespace=namespace, label_selector=selector)).items
         found.update((kind, item.metadata.namespace, item.metadata.name) for item in items)
     return found
 

@@ -88,12 +88,12 @@ def owner_selector(namespace, name="kubevirt-scheduler"):
 
 def owned(dyn, namespace, name="kubevirt-scheduler"):
     """Every object carrying this scheduler's labels, as (kind, namespace, name)."""
-    found = set()
+    selector, found = owner_selector(namespace, name), set()
     for api_version, kind, ns in KINDS:
         resource = dyn.resources.get(api_version=api_version, kind=kind)
         where = namespace if ns == "" else ns
-        items = resource.get(namespace=where, label_selector=owner_selector(namespace, name)).items if where else \
-            resource.get(label_selector=owner_selector(namespace, name)).items
+        items = resource.get(namespace=where, label_selector=selector).items if where else \
+            resource.get(label_selector=selector).items
         found.update((kind, item.metadata.namespace, item.metadata.name) for item in items)
     return found
 
