@@ -284,12 +284,16 @@ surveys: venv ## Regenerate the AWX surveys (playbooks/surveys/) from the playbo
 # (tests/cluster/prebuild.py, standard library only: it starts before the virtualenv is made, its log in
 # .build/prebuild.log), while the virtualenv is made and the Python-only stages run; a stage that needs a
 # program still being built waits for it. Lines of stages that run at the same time are prefixed with their lane.
-# First lint, units and ee (lane a) beside sanity and units on the oldest and the newest ansible-core, then the start
-# of the integration suite's control planes (lane b: on a first run that start waits for the builds, which the checks
-# do not need); then the integration suite (on two workers, each on a control plane of its own); then two lanes at
-# once: the first on the local control plane (molecule, release-check, fleet), the second on the second worker's (the
-# older KubeVirt releases on control planes of their own, the AWX runner's jobs on the oldest and the newest
-# ansible-core). Each lane stops at its first failure; the end prints every stage's time and lane (.build/stages.tsv).
+# Three phases of two lanes each; each lane stops at its first failure, and the end prints every stage's time and lane
+# (.build/stages.tsv). The suite and the phase after it are CPU-bound on 2 cores, so the lanes are balanced by time:
+# - lint, units, ee and then the start of the integration suite's control planes (lane a: on a first run that start
+#   waits for the builds, which the checks do not need), beside sanity and units on the oldest and the newest
+#   ansible-core (lane b);
+# - the integration suite (lane s: two workers, each on a control plane of its own), beside the older KubeVirt
+#   releases (lane k: on control planes of their own, one worker: their tests mostly wait on KubeVirt's controllers,
+#   so they fill the suite's idle CPU instead of taking a phase of their own);
+# - molecule and release-check on the local control plane (lane 1), beside the fleet and the AWX runner's jobs on the
+#   oldest and the newest ansible-core on the second worker's (lane 2: a control plane of the same releases).
 # One proof per claim: sanity on the venv's ansible-core is make test-full's; make test runs it, with no ignore
 # files, on the oldest and the newest ansible-core (matrix-edges-checks).
 TEST_CHECKS := lint units ee
@@ -299,8 +303,8 @@ TEST_CHECKS := lint units ee
 # release behind.
 TEST_SUITE_LEAVES_OUT := --ignore=tests/integration/test_awx_runner.py \
 	--deselect=tests/integration/test_scheduler_image.py::test_descheduler_resolves_and_mirrors_pinned_to_the_seeded_digest
-TEST_LANE_1 := molecule release-check fleet
-TEST_LANE_2 := integration-kubevirt matrix-edges-jobs
+TEST_LANE_1 := molecule release-check
+TEST_LANE_2 := fleet matrix-edges-jobs
 WORKER_1_CLUSTER = VMSCHED_CLUSTER_DIR=$$($(WORKERS_PY) dir 1) VMSCHED_PORT_OFFSET=$$($(WORKERS_PY) offset 1)
 # $(1): the TSV; $(2), $(3): two lanes' names; $(4), $(5): their stages; $(6): the environment of the second.
 define two_lanes
@@ -309,7 +313,7 @@ define two_lanes
 	rc=0; wait $$first || rc=$$?; wait $$second || rc=$$?; [ $$rc -eq 0 ]
 endef
 .PHONY: test
-test: ## lint, units, ee beside the edges' checks and the clusters' start, integration, then molecule, release-check, fleet beside integration-kubevirt, the edges' AWX jobs
+test: ## lint, units, ee, the clusters' start beside the edges' checks; integration-suite beside integration-kubevirt; molecule, release-check beside fleet, the edges' AWX jobs
 	@mkdir -p $(BUILD); : > $(BUILD)/stages.tsv; started=$$(date +%s); \
 	setsid nice -n 19 $(PYTHON) tests/cluster/prebuild.py --fleet '$(FLEET)' > $(BUILD)/prebuild.log 2>&1 & \
 	prebuild=$$!; \
@@ -317,8 +321,8 @@ test: ## lint, units, ee beside the edges' checks and the clusters' start, integ
 		tests/stage_table.sh $(BUILD)/stages.tsv $$started' EXIT; \
 	export MAKE="$(MAKE)" KEEP_WORKER_CLUSTERS=1 SUITE_LEAVES_OUT="$(TEST_SUITE_LEAVES_OUT)"; \
 	tests/stages.sh $(BUILD)/stages.tsv - venv; \
-	$(call two_lanes,$(BUILD)/stages.tsv,a,b,$(TEST_CHECKS),matrix-edges-checks integration-clusters,); \
-	tests/stages.sh $(BUILD)/stages.tsv - integration-suite; \
+	$(call two_lanes,$(BUILD)/stages.tsv,a,b,$(TEST_CHECKS) integration-clusters,matrix-edges-checks,); \
+	$(call two_lanes,$(BUILD)/stages.tsv,s,k,integration-suite,integration-kubevirt,INTEGRATION_WORKERS=1); \
 	$(call two_lanes,$(BUILD)/stages.tsv,1,2,$(TEST_LANE_1),$(TEST_LANE_2),$(WORKER_1_CLUSTER) INTEGRATION_WORKERS=1)
 
 # Everything make test runs, and what it leaves to another test that asserts the same (one proof per claim): sanity
