@@ -285,13 +285,13 @@ surveys: venv ## Regenerate the AWX surveys (playbooks/surveys/) from the playbo
 # .build/prebuild.log), while the virtualenv is made and the Python-only stages run; a stage that needs a
 # program still being built waits for it. Lines of stages that run at the same time are prefixed with their lane.
 # Three phases of two lanes each; each lane stops at its first failure, and the end prints every stage's time and lane
-# (.build/stages.tsv). The suite and the phase after it are CPU-bound on 2 cores, so the lanes are balanced by time:
+# (.build/stages.tsv). Lanes of about equal length; the whole run is CPU-bound on 2 cores, so where a stage runs
+# changes its time little (README, "On a fresh machine"):
 # - lint, units, ee and then the start of the integration suite's control planes (lane a: on a first run that start
 #   waits for the builds, which the checks do not need), beside sanity and units on the oldest and the newest
 #   ansible-core (lane b);
 # - the integration suite (lane s: two workers, each on a control plane of its own), beside the older KubeVirt
-#   releases (lane k: on control planes of their own, one worker: their tests mostly wait on KubeVirt's controllers,
-#   so they fill the suite's idle CPU instead of taking a phase of their own);
+#   releases (lane k: on control planes of their own, one worker: their tests mostly wait on KubeVirt's controllers);
 # - molecule and release-check on the local control plane (lane 1), beside the fleet and the AWX runner's jobs on the
 #   oldest and the newest ansible-core on the second worker's (lane 2: a control plane of the same releases).
 # One proof per claim: sanity on the venv's ansible-core is make test-full's; make test runs it, with no ignore
