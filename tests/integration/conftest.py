@@ -82,6 +82,18 @@ def delete_labelled(dyn, selector, kinds):
                     raise
 
 
+def delete_site_installs(dyn, namespace):
+    """Remove what a site.yml run that put the scheduler and the descheduler into `namespace` left outside it: their
+    ClusterRoles, ClusterRoleBindings and the scheduler's RoleBinding in kube-system, found by the label naming that
+    namespace (the namespace fixture deletes the rest). A cleanup's way, instead of a teardown.yml run of about 20
+    CPU-seconds; teardown.yml's own tests run it."""
+    rbac = "rbac.authorization.k8s.io/v1"
+    for component in ("scheduler", "descheduler"):
+        delete_labelled(dyn, f"vmsched.kubevirt.io/{component}-namespace={namespace}",
+                        [(rbac, "ClusterRole", None), (rbac, "ClusterRoleBinding", None),
+                         (rbac, "RoleBinding", "kube-system")])
+
+
 @pytest.fixture(scope="session")
 def wait():
     """The polling helper, as a fixture so tests need not import conftest."""

@@ -16,6 +16,7 @@ import pytest
 from kubernetes import client
 
 from .audit import Audit
+from .conftest import delete_site_installs
 from .local_scheduler import token_kubeconfig
 from .playbook import ROOT, run_playbook
 from .vms import (  # noqa: F401  pylint: disable=unused-import
@@ -27,7 +28,6 @@ from .vms import (  # noqa: F401  pylint: disable=unused-import
 )
 
 SITE = ROOT / "playbooks" / "site.yml"
-TEARDOWN = ROOT / "playbooks" / "teardown.yml"
 EVICT = "descheduler.alpha.kubernetes.io/evict"
 # Nothing site.yml may write on a first run: VMs and what runs them, evictions (pods/eviction), the VM defaults.
 NEVER_WRITTEN = {"virtualmachines", "virtualmachineinstances", "virtualmachineinstancemigrations", "pods",
@@ -65,7 +65,7 @@ def untouched(vm):
     return "schedulerName" not in template["spec"] and EVICT not in annotations
 
 
-def test_a_first_run_with_the_defaults_writes_no_vm_and_evicts_nothing(kv, kubeconfig, namespace, user, wait):
+def test_a_first_run_with_the_defaults_writes_no_vm_and_evicts_nothing(kv, dyn, namespace, user, wait):
     admin_kubeconfig, username = user
     start_vm(kv, namespace, "web", wait)
     kv.create(VMS, namespace, vm_manifest("db", run_strategy="Halted"))
@@ -114,6 +114,4 @@ def test_a_first_run_with_the_defaults_writes_no_vm_and_evicts_nothing(kv, kubec
         assert "--dry-run" in container.args, container.args
         assert apps.read_namespaced_deployment("kubevirt-scheduler", namespace).spec.replicas == 1
     finally:
-        # The scheduler's name is the default one, which other runs on this control plane use too: removed whatever
-        # VMs elsewhere name it (this run opted none in).
-        run_playbook(TEARDOWN, dict(install_here(namespace), site_scheduler_remove_in_use=True), kubeconfig)
+        delete_site_installs(dyn, namespace)

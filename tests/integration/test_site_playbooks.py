@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
+from .conftest import delete_site_installs
 from .playbook import ROOT, run_playbook
 from .registry import Buildah, LocalRegistry, skopeo_digest
 from .releases import DESCHEDULER
@@ -75,17 +76,18 @@ def test_report_only_reads(kubeconfig):
 
 # --- the image step ----------------------------------------------------------------------------------------------
 
-def test_the_image_step_pins_both_images_and_mirrors_them(api_client, kubeconfig, namespace, tmp_path):
+def test_the_image_step_pins_both_images_and_mirrors_them(api_client, dyn, kubeconfig, namespace, tmp_path):
     """site_image_lookup=true (the default) against a local registry standing in for registry.k8s.io: the scheduler
     and the descheduler run their version-matched images pinned to their digests, and site_image_mode=mirror copies
-    both into the target registry (build mode mirrors the descheduler the same way: it has no build)."""
+    both into the target registry (build mode mirrors the descheduler the same way: it has no build). The steps
+    that use no image (the VM defaults, the opt-in) are off: nothing here looks at them."""
     server = client.VersionApi(api_client).get_code().git_version
     images = {"scheduler": f"kube-scheduler:{server}",
               "descheduler": f"descheduler/descheduler:{DESCHEDULER[int(server.split('.')[1])]}"}
     source, target = LocalRegistry(tmp_path / "source"), LocalRegistry(tmp_path / "target")
     scheduler = "s-" + namespace[2:]
     answers = dict(scoped(namespace, scheduler), site_image_lookup=True, site_image_source_registry=source.host,
-                   site_image_source_tls_verify=False)
+                   site_image_source_tls_verify=False, site_vm_defaults=False, site_vms=False)
     apps = client.AppsV1Api(api_client)
     try:
         seeder = Buildah(tmp_path / "buildah")
@@ -121,7 +123,7 @@ def test_the_image_step_pins_both_images_and_mirrors_them(api_client, kubeconfig
         again = run_playbook(SITE, mirror, kubeconfig)
         assert not again.failed and again.changed == 0, [n for n, r in again.results if r.get("changed")]
     finally:
-        run_playbook(TEARDOWN, dict(answers, site_scheduler_remove_in_use=True), kubeconfig)
+        delete_site_installs(dyn, namespace)
         source.stop()
         target.stop()
 
