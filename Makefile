@@ -39,6 +39,10 @@ CLUSTER_DOWN := $(BIN)/python tests/cluster/cluster.py down
 KUBEVIRT_16_TESTS := tests/integration/test_kubevirt.py tests/integration/test_vmi_migration.py \
 	tests/integration/test_vmi_evacuation.py tests/integration/test_vm_placement.py
 KUBEVIRT_16_FULL_TESTS := $(KUBEVIRT_16_TESTS) tests/integration/test_migration_playbooks.py
+# And the bulk converge of 200 VMs: make test runs it on 1.9.0 (511 VMs, more than a page) and vm_placement takes the
+# same branches on 1.6.6 (the KubeVirt features it asks about hold from 1.6.0); 1.6.6's own answer to a placement
+# change is test_takes_effect_agrees_with_kubevirts_restart_required's, there.
+KUBEVIRT_16_LEAVES_OUT := --deselect=tests/integration/test_vm_placement.py::test_bulk_converge_idempotent_check_mode_and_restore
 # The target pod's differential test (issue 29): on the older releases only the shapes they render differently from
 # 1.9.0 (marker kubevirt_differs), the others once, on 1.9.0, in the integration suite.
 KUBEVIRT_DIFFERENTIAL := tests/integration/test_target_pod_differential.py
@@ -192,7 +196,7 @@ integration-clusters: venv cluster-up ## Start the integration suite's control p
 .PHONY: integration-kubevirt
 integration-kubevirt: venv ## The migration tests on KubeVirt 1.6.6, the no-addedNodeSelector fallback on 1.5.3
 	@$(MAKE) kubevirt-run KV_RELEASE=v1.6.6 KV_OFFSET=200 KV_WORKERS=$(INTEGRATION_WORKERS) \
-		KV_PYTEST='$(KUBEVIRT_16_TESTS) $(KUBEVIRT_DIFFERENTIAL) -m "not kubevirt15 and (kubevirt_differs or not differential)"'
+		KV_PYTEST='$(KUBEVIRT_16_TESTS) $(KUBEVIRT_16_LEAVES_OUT) $(KUBEVIRT_DIFFERENTIAL) -m "not kubevirt15 and (kubevirt_differs or not differential)"'
 	@# Two short files: one worker.
 	@$(MAKE) kubevirt-run KV_RELEASE=v1.5.3 KV_OFFSET=300 KV_WORKERS=1 \
 		KV_PYTEST='tests/integration/test_vmi_migration.py $(KUBEVIRT_DIFFERENTIAL) -m "kubevirt15 or kubevirt_differs"'
@@ -328,13 +332,14 @@ test: ## lint, units, ee, the clusters' start beside the edges' checks; integrat
 # Everything make test runs, and what it leaves to another test that asserts the same (one proof per claim): sanity
 # on the venv's ansible-core (make test: on the oldest and the newest); the AWX runner's jobs on the venv's
 # ansible-core (make test: on the oldest and the newest, against a control plane of the same releases); the
-# migration playbooks' tests on KubeVirt 1.6.6 (make test: on 1.9.0, and the modules they call on 1.6.6); the
+# migration playbooks' tests on KubeVirt 1.6.6 (make test: on 1.9.0, and the modules they call on 1.6.6); the bulk
+# converge of vm_placement on 1.6.6 (make test: on 1.9.0, see KUBEVIRT_16_LEAVES_OUT); the
 # descheduler's resolve and mirror by the scheduler_image role alone (make test: through site.yml's image step); on
 # the oldest and newest ansible-core, site.yml's and the migration playbooks' own tests besides the AWX runner's jobs.
 .PHONY: test-full
 test-full: ## make test with every repetition it leaves out (one proof per claim: see the comment above)
 	@$(MAKE) test TEST_CHECKS='lint sanity units ee' MATRIX_EDGES_TESTS=--quick TEST_SUITE_LEAVES_OUT= \
-		KUBEVIRT_16_TESTS='$(KUBEVIRT_16_FULL_TESTS)'
+		KUBEVIRT_16_TESTS='$(KUBEVIRT_16_FULL_TESTS)' KUBEVIRT_16_LEAVES_OUT=
 
 # --- local control plane and demo ---------------------------------------------------
 
