@@ -45,7 +45,8 @@ class PlaybookRun:
 
     @property
     def failed(self) -> bool:
-        return self.rc != 0 or self.stats["failures"] > 0
+        """A failure or an unreachable host on any host of the run (a fleet's too)."""
+        return self.rc != 0 or any(stats["failures"] or stats["unreachable"] for stats in self.data["stats"].values())
 
     def result(self, name_start: str) -> dict:
         found = [result for name, result in self.results if name.startswith(name_start)]
