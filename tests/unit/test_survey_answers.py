@@ -41,6 +41,7 @@ from .test_role_templates import (
     HOSTILE,
     ROLES,
     SENTINEL,
+    argument_spec,
     checks_before_cluster,
     manifests,
     role_variables,
@@ -261,13 +262,8 @@ def made_from(play, variable):
 def _role_state(role, task_vars):
     state = task_vars.get(f"{role}_state")
     if state is None:
-        state = argument_spec_of(role).get(f"{role}_state", {}).get("default")
+        state = argument_spec(role).get(f"{role}_state", {}).get("default")
     return state
-
-
-@functools.lru_cache(maxsize=None)
-def argument_spec_of(role):
-    return yaml.safe_load((ROLES / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
 
 
 @functools.lru_cache(maxsize=None)
