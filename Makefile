@@ -49,6 +49,10 @@ KUBEVIRT_DIFFERENTIAL := tests/integration/test_target_pod_differential.py
 
 STAMP := $(VENV)/.installed
 REQUIREMENTS := requirements-dev.txt requirements.txt
+# Installed into the virtualenv beside the requirements, with a .pth importing it: a bytecode cache for the
+# module_utils every module run imports from Ansible's zip (the file says why), on for what make runs.
+ZIP_BYTECODE := tests/venv/vmsched_zip_bytecode.py
+VENV_INPUTS := $(REQUIREMENTS) $(ZIP_BYTECODE)
 
 # Where the user's KUBECONFIG (environment or command line) points, `make demo`
 # goes there and leaves the local control plane alone.
@@ -68,14 +72,15 @@ help: ## List the targets
 .PHONY: venv
 venv: $(STAMP) $(COLLECTION_LINK) ## Create .venv/ with the pinned tools (reruns when requirement files change)
 
-# The virtualenv lives in the cache, named by a hash of what it installs (the requirement files, the Python), so
+# The virtualenv lives in the cache, named by a hash of what it installs (VENV_INPUTS, the Python), so
 # that every clone reuses it; .venv links there. Never changed once built: new requirements make a new one.
 VENV_HOME = $(CACHE_HOME)/envs/dev-py$(PYTHON_MINOR)-$(REQUIREMENTS_HASH)
 CACHE_HOME := $(or $(VMSCHED_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/vmsched-kubevirt)
 PYTHON_MINOR = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-REQUIREMENTS_HASH = $(shell cat $(REQUIREMENTS) | sha256sum | cut -c1-12)
+REQUIREMENTS_HASH = $(shell cat $(VENV_INPUTS) | sha256sum | cut -c1-12)
+export VMSCHED_ZIP_BYTECODE := $(CACHE_HOME)/zip-bytecode
 
-$(STAMP): $(REQUIREMENTS)
+$(STAMP): $(VENV_INPUTS)
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ansible-core 2.19 needs Python >= 3.11: make PYTHON=...")'
 	@home=$(VENV_HOME); mkdir -p "$$(dirname $$home)"; \
 	if [ -e $(VENV) ] && [ "$$(readlink $(VENV))" != "$$home" ]; then rm -rf $(VENV); fi; \
@@ -86,6 +91,8 @@ $(STAMP): $(REQUIREMENTS)
 		rm -rf "$$home"; $(PYTHON) -m venv "$$home"; \
 		"$$home/bin/python" -m pip install --quiet $(addprefix -r ,$(REQUIREMENTS)); \
 		out=$$("$$home/bin/python" -m pip check) || { echo "$$out"; exit 1; }; \
+		site=$$("$$home/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
+		cp $(ZIP_BYTECODE) "$$site/" && echo 'import vmsched_zip_bytecode' > "$$site/vmsched_zip_bytecode.pth"; \
 	fi
 	@touch $@
 	@$(BIN)/ansible --version | sed -n 1p
@@ -461,7 +468,6 @@ release-check: venv cluster-up ## Build the collection, install the tarball in a
 		rm -rf "$$home"; $(PYTHON) -m venv "$$home"; \
 		"$$home/bin/python" -m pip install --quiet -r requirements.txt "$(RELEASE_CORE)"; \
 		out=$$("$$home/bin/python" -m pip check) || { echo "$$out"; exit 1; }; \
-		touch "$$home/.installed"; \
 	fi
 	$(call say,"installing the tarball offline beside the bundled kubernetes.core and kubevirt.core")
 	cp -r "$$($(BIN)/python -c 'import ansible_collections.kubernetes.core as m; print(list(m.__path__)[0])')" \
