@@ -91,8 +91,7 @@ $(STAMP): $(VENV_INPUTS)
 		rm -rf "$$home"; $(PYTHON) -m venv "$$home"; \
 		"$$home/bin/python" -m pip install --quiet $(addprefix -r ,$(REQUIREMENTS)); \
 		out=$$("$$home/bin/python" -m pip check) || { echo "$$out"; exit 1; }; \
-		site=$$("$$home/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
-		cp $(ZIP_BYTECODE) "$$site/" && echo 'import vmsched_zip_bytecode' > "$$site/vmsched_zip_bytecode.pth"; \
+		"$$home/bin/python" $(ZIP_BYTECODE) install; \
 	fi
 	@touch $@
 	@$(BIN)/ansible --version | sed -n 1p

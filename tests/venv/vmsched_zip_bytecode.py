@@ -2,9 +2,11 @@
 
 Ansible ships a module's module_utils (ansible-core's, kubernetes.core's, ours: about 0.6 MB of source) to each
 module run as a zip, and zipimport has no bytecode cache: every module run compiles them, twice (zipimport's
-find_spec compiles to learn a file name, exec_module compiles again), about 0.2 CPU-s of a run's 0.8. The Makefile
-installs this file and a .pth importing it into the virtualenv, and sets VMSCHED_ZIP_BYTECODE (a directory) for
-what it runs; without that variable, or on a Python whose zipimport differs, nothing changes.
+find_spec compiles to learn a file name, exec_module compiles again), about 0.2 CPU-s of a run's 0.8.
+`python vmsched_zip_bytecode.py install` puts this file and a .pth importing it into the running Python's
+site-packages (the Makefile does it in the project's virtualenv, tests/matrix/matrix.py in the matrix's); the
+Makefile sets VMSCHED_ZIP_BYTECODE (a directory) for what it runs. Without that variable, or on a Python whose
+zipimport differs, nothing changes.
 
 The cache is keyed by the source and what else decides the compiled code (the bytecode's magic number, the
 optimization level); the file name a code object carries (the zip is new each run) is set to the importing one's.
@@ -14,9 +16,15 @@ import hashlib
 import importlib.util
 import marshal
 import os
+import shutil
 import sys
+import sysconfig
 import types
 import zipimport
+
+# The .pth: Python runs a line of it that starts with "import" at every start; this one imports no more than os
+# unless the variable is set.
+PTH = 'import os; os.environ.get("VMSCHED_ZIP_BYTECODE") and __import__("vmsched_zip_bytecode")\n'
 
 
 def _renamed(code, filename):
@@ -58,4 +66,16 @@ def _install(directory):
     zipimport._compile_source = cached_compile_source
 
 
-_install(os.environ.get("VMSCHED_ZIP_BYTECODE"))
+def install_into_this_python():
+    site = sysconfig.get_paths()["purelib"]
+    shutil.copyfile(__file__, os.path.join(site, "vmsched_zip_bytecode.py"))
+    with open(os.path.join(site, "vmsched_zip_bytecode.pth"), "w", encoding="utf-8") as pth:
+        pth.write(PTH)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["install"]:
+        sys.exit(f"usage: {sys.argv[0]} install")
+    install_into_this_python()
+else:
+    _install(os.environ.get("VMSCHED_ZIP_BYTECODE"))
