@@ -18,11 +18,22 @@ HOOK = Path(__file__).resolve().parents[1] / "venv" / "vmsched_zip_bytecode.py"
 SOURCE = b"def answer():\n    return 42\n\n\nclass Probe:\n    def where(self):\n        return __file__\n"
 
 
+def stdlib_compile_source():
+    """zipimport's own function, also when the virtualenv's copy of the hook replaced it at start (make exports
+    VMSCHED_ZIP_BYTECODE): the replacement keeps it in its closure."""
+    current = zipimport._compile_source
+    while current.__module__ != "zipimport":
+        cells = dict(zip(current.__code__.co_freevars, (cell.cell_contents for cell in current.__closure__)))
+        current = cells["compile_source"]
+    return current
+
+
 @pytest.fixture
 def hook(monkeypatch):
-    """The repository's file loaded afresh without the variable (it patches nothing then); zipimport restored."""
+    """The repository's file loaded afresh without the variable (it patches nothing then), on zipimport's own
+    function; zipimport as it was afterwards."""
     monkeypatch.delenv("VMSCHED_ZIP_BYTECODE", raising=False)
-    monkeypatch.setattr(zipimport, "_compile_source", zipimport._compile_source)
+    monkeypatch.setattr(zipimport, "_compile_source", stdlib_compile_source())
     spec = importlib.util.spec_from_file_location("zip_bytecode_under_test", HOOK)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
