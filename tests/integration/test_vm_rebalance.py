@@ -40,11 +40,13 @@ def run_module(kubeconfig, args, check=False):
 
 
 def settle(kv, ns, wait):
-    """No pod of an earlier test still terminating on the four nodes: its requests would leave the load later."""
+    """No pod of an earlier test still terminating on the four nodes, nor in a namespace being deleted (the namespace
+    controller marks its pods later): its requests would leave the load between two reads of this test."""
     def terminating():
+        going = {n.metadata.name for n in kv.core.list_namespace().items if n.metadata.deletion_timestamp}
         return [f"{p.metadata.namespace}/{p.metadata.name}" for node in NODES
                 for p in kv.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items
-                if p.metadata.namespace != ns and p.metadata.deletion_timestamp]
+                if p.metadata.namespace != ns and (p.metadata.deletion_timestamp or p.metadata.namespace in going)]
     wait(lambda: not terminating(), "earlier tests' pods gone from node01-node04", timeout=120)
 
 
