@@ -467,6 +467,7 @@ release-check: venv cluster-up ## Build the collection, install the tarball in a
 		rm -rf "$$home"; $(PYTHON) -m venv "$$home"; \
 		"$$home/bin/python" -m pip install --quiet -r requirements.txt "$(RELEASE_CORE)"; \
 		out=$$("$$home/bin/python" -m pip check) || { echo "$$out"; exit 1; }; \
+		touch "$$home/.installed"; \
 	fi
 	$(call say,"installing the tarball offline beside the bundled kubernetes.core and kubevirt.core")
 	cp -r "$$($(BIN)/python -c 'import ansible_collections.kubernetes.core as m; print(list(m.__path__)[0])')" \
