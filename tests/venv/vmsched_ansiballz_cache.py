@@ -61,13 +61,10 @@ def _patch(module_common, root):
     building = {}   # the payload being built in this process: the files its sources came from
 
     def store():
-        """This run's key: what decides which file a module or module_util name resolves to."""
-        if "store" not in building:
-            where = [__version__, AnsibleCollectionConfig.collection_paths, module_common._MODULE_UTILS_PATH,
-                     module_common.module_utils_loader._get_paths(subdirs=False)]
-            key = hashlib.sha256(json.dumps(where, default=str).encode()).hexdigest()[:20]
-            building["store"] = os.path.join(root, key)
-        return building["store"]
+        """This run's directory, keyed by what decides which file a module or module_util name resolves to."""
+        where = [__version__, AnsibleCollectionConfig.collection_paths, module_common._MODULE_UTILS_PATH,
+                 module_common.module_utils_loader._get_paths(subdirs=False)]
+        return os.path.join(root, hashlib.sha256(json.dumps(where, default=str).encode()).hexdigest()[:20])
 
     def seed(lookup):
         """Start this run's cache with every kept payload whose files are unchanged (once a run: its workers
@@ -76,7 +73,13 @@ def _patch(module_common, root):
             return
         os.makedirs(lookup, exist_ok=True)
         kept = store()
-        stamps = {}
+        stamps = {}   # files shared by several payloads (ansible-core's module_utils) are looked at once
+
+        def unchanged(path, stamp):
+            if path not in stamps:
+                stamps[path] = _stamp(path)
+            return stamps[path] == stamp
+
         for name in os.listdir(kept) if os.path.isdir(kept) else ():
             if not name.endswith(".files"):
                 continue
@@ -85,8 +88,7 @@ def _patch(module_common, root):
                     files = json.load(listing)
             except (OSError, ValueError):
                 continue
-            if all((stamps[path] if path in stamps else stamps.setdefault(path, _stamp(path))) == stamp
-                   for path, stamp in files):
+            if all(unchanged(path, stamp) for path, stamp in files):
                 payload = name[:-len(".files")]
                 try:
                     _replace_atomically(os.path.join(kept, payload), os.path.join(lookup, payload))
