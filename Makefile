@@ -50,11 +50,12 @@ KUBEVIRT_DIFFERENTIAL := tests/integration/test_target_pod_differential.py
 STAMP := $(VENV)/.installed
 REQUIREMENTS := requirements-dev.txt requirements.txt
 # Installed into the virtualenv beside the requirements, each with a .pth importing it: a bytecode cache for the
-# module_utils every module run imports from Ansible's zip, and a cache of the zips (module payloads) across runs
-# (the files say why), on for what make runs.
+# module_utils every module run imports from Ansible's zip, a cache of the zips (module payloads) across runs, and
+# module runs forked from a Python that imported their libraries already (the files say why), on for what make runs.
 ZIP_BYTECODE := tests/venv/vmsched_zip_bytecode.py
 ANSIBALLZ_CACHE := tests/venv/vmsched_ansiballz_cache.py
-VENV_INPUTS := $(REQUIREMENTS) $(ZIP_BYTECODE) $(ANSIBALLZ_CACHE)
+FORKSERVER := tests/venv/vmsched_module_forkserver.py
+VENV_INPUTS := $(REQUIREMENTS) $(ZIP_BYTECODE) $(ANSIBALLZ_CACHE) $(FORKSERVER)
 
 # Where the user's KUBECONFIG (environment or command line) points, `make demo`
 # goes there and leaves the local control plane alone.
@@ -82,6 +83,7 @@ PYTHON_MINOR = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_inf
 REQUIREMENTS_HASH = $(shell cat $(VENV_INPUTS) | sha256sum | cut -c1-12)
 export VMSCHED_ZIP_BYTECODE := $(CACHE_HOME)/zip-bytecode
 export VMSCHED_ANSIBALLZ_CACHE := $(CACHE_HOME)/ansiballz
+export VMSCHED_MODULE_FORKSERVER := $(CACHE_HOME)/forkserver
 
 $(STAMP): $(VENV_INPUTS)
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ansible-core 2.19 needs Python >= 3.11: make PYTHON=...")'
@@ -96,6 +98,7 @@ $(STAMP): $(VENV_INPUTS)
 		out=$$("$$home/bin/python" -m pip check) || { echo "$$out"; exit 1; }; \
 		"$$home/bin/python" $(ZIP_BYTECODE) install; \
 		"$$home/bin/python" $(ANSIBALLZ_CACHE) install; \
+		"$$home/bin/python" $(FORKSERVER) install; \
 	fi
 	@touch $@
 	@$(BIN)/ansible --version | sed -n 1p

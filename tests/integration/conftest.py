@@ -16,7 +16,8 @@ import workers  # noqa: E402  pylint: disable=wrong-import-position
 
 # The CPU each test costs, printed at the end (its hooks, registered by being names of this conftest).
 from .cpu_report import (  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
-    pytest_runtest_logreport, pytest_runtest_makereport, pytest_runtest_protocol, pytest_terminal_summary)
+    close_forked_cpu_log, open_forked_cpu_log, pytest_runtest_logreport, pytest_runtest_makereport,
+    pytest_runtest_protocol, pytest_terminal_summary)
 
 # Under pytest-xdist each worker has a control plane of its own (tests/cluster/workers.py, started by
 # `make integration`): before anything below, or any test module, reads the cluster's variables.
@@ -25,11 +26,16 @@ KUBECONFIG = workers.cluster_dir() / "kubeconfig"
 
 
 def pytest_configure(config):
+    open_forked_cpu_log()
     config.addinivalue_line("markers", "kubevirt15: needs a cluster with KubeVirt 1.5 (make integration-kubevirt)")
     config.addinivalue_line("markers", "differential: test_target_pod_differential.py's shapes (issue 29)")
     config.addinivalue_line("markers", "kubevirt_differs: a shape the KubeVirt releases render differently (read at "
                             "their tags): make integration-kubevirt runs it on 1.6.6 and 1.5.3 too")
     config.addinivalue_line("markers", "fleet: needs a second control plane of another Kubernetes minor (make fleet)")
+
+
+def pytest_unconfigure(config):  # pylint: disable=unused-argument
+    close_forked_cpu_log()
 
 
 @pytest.fixture(scope="session")
