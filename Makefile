@@ -55,7 +55,8 @@ REQUIREMENTS := requirements-dev.txt requirements.txt
 ZIP_BYTECODE := tests/venv/vmsched_zip_bytecode.py
 ANSIBALLZ_CACHE := tests/venv/vmsched_ansiballz_cache.py
 FORKSERVER := tests/venv/vmsched_module_forkserver.py
-VENV_INPUTS := $(REQUIREMENTS) $(ZIP_BYTECODE) $(ANSIBALLZ_CACHE) $(FORKSERVER)
+VENV_HOOKS := $(ZIP_BYTECODE) $(ANSIBALLZ_CACHE) $(FORKSERVER)
+VENV_INPUTS := $(REQUIREMENTS) tests/venv/install.py $(VENV_HOOKS)
 
 # Where the user's KUBECONFIG (environment or command line) points, `make demo`
 # goes there and leaves the local control plane alone.
@@ -96,9 +97,7 @@ $(STAMP): $(VENV_INPUTS)
 		rm -rf "$$home"; $(PYTHON) -m venv "$$home"; \
 		"$$home/bin/python" -m pip install --quiet $(addprefix -r ,$(REQUIREMENTS)); \
 		out=$$("$$home/bin/python" -m pip check) || { echo "$$out"; exit 1; }; \
-		"$$home/bin/python" $(ZIP_BYTECODE) install; \
-		"$$home/bin/python" $(ANSIBALLZ_CACHE) install; \
-		"$$home/bin/python" $(FORKSERVER) install; \
+		"$$home/bin/python" tests/venv/install.py $(VENV_HOOKS); \
 	fi
 	@touch $@
 	@$(BIN)/ansible --version | sed -n 1p

@@ -56,6 +56,7 @@ CHECKOUT_COLLECTIONS = ROOT / ".build" / "collections"
 GET_PIP_CACHE = Path.home() / ".ansible" / "test" / "cache"
 STANDIN = ROOT / "tests" / "sanity" / "get_pip_standin.py"
 ZIP_BYTECODE = ROOT / "tests" / "venv" / "vmsched_zip_bytecode.py"
+INSTALL_HOOKS = ROOT / "tests" / "venv" / "install.py"
 STANDIN_MARKER = "vmsched-kubevirt get-pip stand-in"
 KUBECONFIG = workers.cluster_dir() / "kubeconfig"
 # The collections a tree holds, from the same wheel: kubernetes.core, kubevirt.core (requirements.yml: the demo's
@@ -155,7 +156,8 @@ def venv(core):
     requirements = (ROOT / "requirements.txt").read_text()
     wanted = json.dumps({"python": version, "ansible-core": core["version"], "tools": tool_pins(),
                          "requirements.txt": hashlib.sha256(requirements.encode()).hexdigest(),
-                         "zip-bytecode": hashlib.sha256(ZIP_BYTECODE.read_bytes()).hexdigest()}, sort_keys=True)
+                         "zip-bytecode": hashlib.sha256(ZIP_BYTECODE.read_bytes()).hexdigest(),
+                         "hook-installer": hashlib.sha256(INSTALL_HOOKS.read_bytes()).hexdigest()}, sort_keys=True)
     with cached(f"venv-core{core['version']}", wanted) as (path, ready):
         if ready and (path / "bin" / "ansible-test").exists():
             return path, 0.0
@@ -174,7 +176,7 @@ def build_venv(path, python, version, core, wanted):
     run([*pip, "install", "--quiet", f"ansible-core=={core['version']}", "-r", ROOT / "requirements.txt",
          *tool_pins()], out, env=env)
     run([*pip, "check"], out, env=env)
-    run([path / "bin" / "python", ZIP_BYTECODE, "install"], out)  # as in the project's virtualenv (Makefile)
+    run([path / "bin" / "python", INSTALL_HOOKS, ZIP_BYTECODE], out)  # as in the project's virtualenv (Makefile)
     (path / ".matrix-stamp").write_text(wanted)
     return time.monotonic() - started
 

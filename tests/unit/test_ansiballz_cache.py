@@ -81,17 +81,3 @@ def test_the_same_module_name_from_other_collection_paths_is_built_anew(tmp_path
     assert greet(tmp_path, tmp_path / "c1", cache) == ("one", True)
     assert greet(tmp_path, tmp_path / "c2", cache) == ("other", True)
     assert greet(tmp_path, tmp_path / "c1", cache)[0] == "one"
-
-
-def test_install_puts_the_file_and_a_pth_that_imports_it_only_when_asked(tmp_path):
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
-    python = venv / "bin" / "python"
-    subprocess.run([python, HOOK, "install"], check=True)
-    probe = "import sys; print('vmsched_ansiballz_cache' in sys.modules, type(sys.meta_path[0]).__name__)"
-    env = {k: v for k, v in os.environ.items() if k != "VMSCHED_ANSIBALLZ_CACHE"}
-    off = subprocess.run([python, "-c", probe], env=env, check=True, capture_output=True, text=True).stdout.split()
-    assert off[0] == "False" and off[1] != "_PatchOnImport"
-    env["VMSCHED_ANSIBALLZ_CACHE"] = str(tmp_path / "cache")
-    on = subprocess.run([python, "-c", probe], env=env, check=True, capture_output=True, text=True).stdout.split()
-    assert on == ["True", "_PatchOnImport"]

@@ -46,7 +46,7 @@ def python(tmp_path_factory):
     """A virtualenv of this Python with the hook installed, and nothing else."""
     home = tmp_path_factory.mktemp("venv")
     venv.create(home, with_pip=False)
-    subprocess.run([str(home / "bin" / "python"), str(HOOK), "install"], check=True)
+    subprocess.run([str(home / "bin" / "python"), str(HOOK.parent / "install.py"), str(HOOK)], check=True)
     return home / "bin" / "python"
 
 

@@ -4,10 +4,9 @@ Before a module runs, ansible-core assembles its payload (AnsiballZ): it parses 
 imports, recursively, and zips them, once per module per ansible-playbook run (its cache lives in the run's own
 local tmp). For a module of kubernetes.core's or ours that is about 0.25 CPU-s, and the suite starts hundreds of
 runs: a role run of the descheduler's spent 1.8 of its 13 CPU-s there (py-spy).
-`python vmsched_ansiballz_cache.py install` puts this file and a .pth importing it into the running Python's
-site-packages (the Makefile does it in the project's virtualenv); the Makefile sets VMSCHED_ANSIBALLZ_CACHE (a
-directory) for what it runs. Without that variable, or on an ansible-core whose module_common differs (2.16), nothing
-changes.
+tests/venv/install.py puts this file and a .pth of its PTH into a Python's site-packages (the Makefile does it in the
+project's virtualenv); the Makefile sets VMSCHED_ANSIBALLZ_CACHE (a directory) for what it runs. Without that
+variable, or on an ansible-core whose module_common differs (2.16), nothing changes.
 
 What a run builds is kept under a key of what decides where modules come from (ansible-core's version, its
 collection paths, its module_utils paths) with the list of the files that went into it (their mtime and size, from
@@ -22,7 +21,6 @@ import json
 import os
 import shutil
 import sys
-import sysconfig
 
 # The .pth: Python runs a line of it that starts with "import" at every start; this one imports no more than os
 # unless the variable is set.
@@ -176,16 +174,5 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
         return spec
 
 
-def install_into_this_python():
-    site = sysconfig.get_paths()["purelib"]
-    shutil.copyfile(__file__, os.path.join(site, "vmsched_ansiballz_cache.py"))
-    with open(os.path.join(site, "vmsched_ansiballz_cache.pth"), "w", encoding="utf-8") as pth:
-        pth.write(PTH)
-
-
-if __name__ == "__main__":
-    if sys.argv[1:] != ["install"]:
-        sys.exit(f"usage: {sys.argv[0]} install")
-    install_into_this_python()
-elif os.environ.get("VMSCHED_ANSIBALLZ_CACHE"):
+if os.environ.get("VMSCHED_ANSIBALLZ_CACHE"):
     sys.meta_path.insert(0, _PatchOnImport(os.environ["VMSCHED_ANSIBALLZ_CACHE"]))

@@ -19,8 +19,8 @@ first run that finds no server starts one and runs on its own meanwhile, as does
 server exits after IDLE seconds without a run. Without the variable, or on a platform without what this needs
 (Linux's pidfd, Python's send_fds), nothing changes.
 
-`python vmsched_module_forkserver.py install` puts this file and a .pth importing it into the running Python's
-site-packages (the Makefile does it in the project's virtualenv).
+tests/venv/install.py puts this file and a .pth of its PTH into a Python's site-packages (the Makefile does it in the
+project's virtualenv).
 """
 
 import os
@@ -94,7 +94,10 @@ def delegate():
         sock.connect(path)
     except OSError:
         sock.close()
-        _start_server(directory, path)
+        try:
+            _start_server(directory, path)
+        except OSError:
+            pass  # no server for now: nothing changes
         return
     import json
     script = os.path.realpath(sys.argv[0])
@@ -131,7 +134,7 @@ def delegate():
 def _start_server(directory, path):
     import subprocess
     import time
-    os.makedirs(directory, exist_ok=True)
+    os.makedirs(directory, mode=0o700, exist_ok=True)  # its sockets take a whole environment
     lock = path + ".starting"
     try:
         if time.time() - os.stat(lock).st_mtime < STARTING:
@@ -308,18 +311,3 @@ def _run(request):
     sys.path[0] = request["path0"]
     runpy.run_path(sys.argv[0], run_name="__main__")
     return 0
-
-
-def install_into_this_python():
-    import shutil
-    import sysconfig
-    site = sysconfig.get_paths()["purelib"]
-    shutil.copyfile(__file__, os.path.join(site, "vmsched_module_forkserver.py"))
-    with open(os.path.join(site, "vmsched_module_forkserver.pth"), "w", encoding="utf-8") as pth:
-        pth.write(PTH)
-
-
-if __name__ == "__main__":
-    if sys.argv[1:] != ["install"]:
-        sys.exit(f"usage: {sys.argv[0]} install")
-    install_into_this_python()

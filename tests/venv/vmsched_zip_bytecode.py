@@ -3,9 +3,9 @@
 Ansible ships a module's module_utils (ansible-core's, kubernetes.core's, ours: about 0.6 MB of source) to each
 module run as a zip, and zipimport has no bytecode cache: every module run compiles them, twice (zipimport's
 find_spec compiles to learn a file name, exec_module compiles again), about 0.2 CPU-s of a run's 0.8.
-`python vmsched_zip_bytecode.py install` puts this file and a .pth importing it into the running Python's
-site-packages (the Makefile does it in the project's virtualenv, tests/matrix/matrix.py in the matrix's); the
-Makefile sets VMSCHED_ZIP_BYTECODE (a directory) for what it runs. Without that variable, or on a Python whose
+tests/venv/install.py puts this file and a .pth of its PTH into a Python's site-packages (the Makefile does it in the
+project's virtualenv, tests/matrix/matrix.py in the matrix's); the Makefile sets VMSCHED_ZIP_BYTECODE (a directory)
+for what it runs. Without that variable, or on a Python whose
 zipimport differs, nothing changes.
 
 The cache is keyed by the source and what else decides the compiled code (the bytecode's magic number, the
@@ -16,9 +16,7 @@ import hashlib
 import importlib.util
 import marshal
 import os
-import shutil
 import sys
-import sysconfig
 import types
 import zipimport
 
@@ -66,16 +64,4 @@ def _install(directory):
     zipimport._compile_source = cached_compile_source
 
 
-def install_into_this_python():
-    site = sysconfig.get_paths()["purelib"]
-    shutil.copyfile(__file__, os.path.join(site, "vmsched_zip_bytecode.py"))
-    with open(os.path.join(site, "vmsched_zip_bytecode.pth"), "w", encoding="utf-8") as pth:
-        pth.write(PTH)
-
-
-if __name__ == "__main__":
-    if sys.argv[1:] != ["install"]:
-        sys.exit(f"usage: {sys.argv[0]} install")
-    install_into_this_python()
-else:
-    _install(os.environ.get("VMSCHED_ZIP_BYTECODE"))
+_install(os.environ.get("VMSCHED_ZIP_BYTECODE"))
