@@ -19,6 +19,9 @@ from .cpu_report import (  # noqa: E402,F401  pylint: disable=wrong-import-posit
     close_forked_cpu_log, open_forked_cpu_log, pytest_runtest_logreport, pytest_runtest_makereport,
     pytest_runtest_protocol, pytest_terminal_summary)
 
+# The costliest files first, for pytest-xdist's workers to end together.
+from .schedule import costliest_first  # noqa: E402  pylint: disable=wrong-import-position
+
 # Under pytest-xdist each worker has a control plane of its own (tests/cluster/workers.py, started by
 # `make integration`): before anything below, or any test module, reads the cluster's variables.
 workers.use_worker_cluster()
@@ -36,6 +39,10 @@ def pytest_configure(config):
 
 def pytest_unconfigure(config):  # pylint: disable=unused-argument
     close_forked_cpu_log()
+
+
+def pytest_collection_modifyitems(items):
+    items[:] = costliest_first(items)
 
 
 @pytest.fixture(scope="session")
