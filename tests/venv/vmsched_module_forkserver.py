@@ -61,13 +61,13 @@ def _socket_path(directory, environ):
     return os.path.join(directory, f"{zlib.crc32(text):08x}{zlib.adler32(text):08x}.sock")
 
 
-def _send(sock, data, fds=()):
+def _send(sock, data, fds):
+    """One message: its length, the data, and the descriptors with its first bytes."""
     import socket
     payload = len(data).to_bytes(4, "big") + data
-    if fds:
-        socket.send_fds(sock, [payload], list(fds))
-    else:
-        sock.sendall(payload)
+    sent = socket.send_fds(sock, [payload], list(fds))
+    if sent < len(payload):
+        sock.sendall(payload[sent:])
 
 
 def _recv_exactly(sock, size):
