@@ -97,6 +97,12 @@ def default_cache_dir(environ=None):
     return os.path.join(base, "vmsched-kubevirt")
 
 
+# The garbage collector of the compiler and linker that go build runs, when the caller sets none: it collects when
+# the heap has grown 16-fold instead of 2-fold. Measured from an empty GOCACHE on 2 cores, KubeVirt 1.5.3's four
+# programs took 246 CPU-s against 308 at Go's default (100), the compiler's largest process 0.98 GB against 0.80.
+BUILD_GOGC = "1600"
+
+
 def go_env_overrides(environ=None, goarch=None, goos=None):
     """Environment variables every go command here runs with (on top of the caller's environment).
 
@@ -104,12 +110,15 @@ def go_env_overrides(environ=None, goarch=None, goos=None):
     a release that needs a newer Go fails with Go's own message instead.
     GOFLAGS keeps the caller's flags and adds -buildvcs=false: the wrapper module
     is not a checkout, and the cache may sit inside someone's git repository.
+    GOGC: BUILD_GOGC unless the caller chose one.
     """
     environ = os.environ if environ is None else environ
     flags = environ.get("GOFLAGS", "").split()
     if not any(flag.startswith("-buildvcs") for flag in flags):
         flags.append("-buildvcs=false")
     overrides = {"GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": " ".join(flags)}
+    if not environ.get("GOGC"):
+        overrides["GOGC"] = BUILD_GOGC
     if goarch:
         overrides["GOARCH"] = goarch
     if goos:

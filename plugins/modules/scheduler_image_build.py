@@ -75,6 +75,8 @@ options:
       - The C(go) command to build with. Defaults to C(go) on C(PATH).
       - It must be at least as new as the release's C(go) directive requires (Kubernetes 1.36 needs Go 1.26);
         toolchain downloads are turned off (C(GOTOOLCHAIN=local)).
+      - Go's compiler collects garbage less often (C(GOGC=1600), about a fifth less CPU and a fifth more memory, some
+        1 GB per compile at most) unless the host's environment sets C(GOGC).
     type: path
   force:
     description:

@@ -178,8 +178,7 @@ def ensure_built(version: str) -> Path:
 
 def _build(version, out, missing):
     src = source_dir(version)
-    env = dict(os.environ, GOFLAGS="-mod=vendor -buildvcs=false", GOPROXY="off", CGO_ENABLED="0",
-               GOTOOLCHAIN="local")
+    env = {**os.environ, **gobuild.go_env_overrides(), "GOFLAGS": "-mod=vendor -buildvcs=false", "GOPROXY": "off"}
     started = time.monotonic()
     log(f"KubeVirt {version}: cold build of {', '.join(missing)}")
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:

@@ -13,6 +13,7 @@ import pytest
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils import gobuild
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.gobuild import (
+    BUILD_GOGC,
     GoBuildError,
     GoBuilder,
     build_command,
@@ -164,11 +165,17 @@ def test_build_and_get_commands():
 
 
 def test_go_env_overrides_keep_user_goflags():
-    env = go_env_overrides({"GOFLAGS": "-mod=mod"}, goarch="arm64", goos="linux")
+    env = go_env_overrides({"GOFLAGS": "-mod=mod", "GOGC": "100"}, goarch="arm64", goos="linux")
     assert env == {"GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod -buildvcs=false",
                    "GOARCH": "arm64", "GOOS": "linux"}
     assert go_env_overrides({"GOFLAGS": "-buildvcs=true"})["GOFLAGS"] == "-buildvcs=true"
     assert go_env_overrides({})["GOFLAGS"] == "-buildvcs=false"
+
+
+def test_go_env_overrides_set_the_build_gogc_unless_the_caller_chose_one():
+    assert go_env_overrides({})["GOGC"] == BUILD_GOGC
+    assert go_env_overrides({"GOGC": ""})["GOGC"] == BUILD_GOGC
+    assert "GOGC" not in go_env_overrides({"GOGC": "off"})
 
 
 @pytest.mark.parametrize(
