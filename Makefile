@@ -240,6 +240,13 @@ fleet: venv cluster-up ## site.yml over a fleet: the local control plane and Kub
 	KUBECONFIG=$(LOCAL_KUBECONFIG) VMSCHED_FLEET_KUBECONFIGS="$$($(FLEET_PY) kubeconfigs $(FLEET))" $(ANSIBLE_ENV) \
 		$(BIN)/pytest -s tests/integration/test_fleet.py
 
+# make test starts the fleet's other control planes ahead, in lane k (integration-kubevirt ends minutes before the
+# suite), with the ports of the fleet stage's own (worker 1's, lane 2), which then finds them running.
+.PHONY: fleet-up
+fleet-up: venv
+	$(call say,"the other control plane of the fleet stage ahead of it: Kubernetes $(FLEET)")
+	$(WORKER_1_CLUSTER) $(FLEET_PY) up $(FLEET)
+
 .PHONY: matrix
 matrix: venv cluster-up ## Every Kubernetes release claimed, live: site.yml over all four, a real scheduler on each, two builds
 	$(call say,"the Kubernetes matrix: the local control plane and $(MATRIX_FLEET)")
@@ -309,7 +316,8 @@ surveys: venv ## Regenerate the AWX surveys (playbooks/surveys/) from the playbo
 #   waits for the builds, which the checks do not need), beside sanity and units on the oldest and the newest
 #   ansible-core (lane b);
 # - the integration suite (lane s: two workers, each on a control plane of its own), beside the older KubeVirt
-#   releases (lane k: on control planes of their own, one worker: their tests mostly wait on KubeVirt's controllers);
+#   releases (lane k: on control planes of their own, one worker: their tests mostly wait on KubeVirt's controllers)
+#   and the start of the fleet's other control plane (fleet-up);
 # - molecule and release-check on the local control plane (lane 1), beside the fleet and the AWX runner's jobs on the
 #   oldest and the newest ansible-core on the second worker's (lane 2: a control plane of the same releases).
 # One proof per claim: sanity on the venv's ansible-core is make test-full's; make test runs it, with no ignore
@@ -331,16 +339,17 @@ define two_lanes
 	rc=0; wait $$first || rc=$$?; wait $$second || rc=$$?; [ $$rc -eq 0 ]
 endef
 .PHONY: test
-test: ## lint, units, ee, the clusters' start beside the edges' checks; integration-suite beside integration-kubevirt; molecule, release-check beside fleet, the edges' AWX jobs
+test: ## lint, units, ee, the clusters' start beside the edges' checks; integration-suite beside integration-kubevirt, fleet-up; molecule, release-check beside fleet, the edges' AWX jobs
 	@mkdir -p $(BUILD); : > $(BUILD)/stages.tsv; started=$$(date +%s); \
 	setsid nice -n 19 $(PYTHON) tests/cluster/prebuild.py --fleet '$(FLEET)' > $(BUILD)/prebuild.log 2>&1 & \
 	prebuild=$$!; \
 	trap 'kill -- -$$prebuild 2>/dev/null || true; [ ! -x $(BIN)/python ] || $(WORKERS_PY) down $(INTEGRATION_WORKERS) >/dev/null 2>&1 || true; \
+		[ ! -x $(BIN)/python ] || $(FLEET_PY) down $(FLEET) >/dev/null 2>&1 || true; \
 		tests/stage_table.sh $(BUILD)/stages.tsv $$started' EXIT; \
 	export MAKE="$(MAKE)" KEEP_WORKER_CLUSTERS=1 SUITE_LEAVES_OUT="$(TEST_SUITE_LEAVES_OUT)"; \
 	tests/stages.sh $(BUILD)/stages.tsv - venv; \
 	$(call two_lanes,$(BUILD)/stages.tsv,a,b,$(TEST_CHECKS) integration-clusters,matrix-edges-checks,); \
-	$(call two_lanes,$(BUILD)/stages.tsv,s,k,integration-suite,integration-kubevirt,INTEGRATION_WORKERS=1); \
+	$(call two_lanes,$(BUILD)/stages.tsv,s,k,integration-suite,integration-kubevirt fleet-up,INTEGRATION_WORKERS=1); \
 	$(call two_lanes,$(BUILD)/stages.tsv,1,2,$(TEST_LANE_1),$(TEST_LANE_2),$(WORKER_1_CLUSTER) INTEGRATION_WORKERS=1)
 
 # Everything make test runs, and what it leaves to another test that asserts the same (one proof per claim): sanity
