@@ -78,8 +78,6 @@ venv: $(STAMP) $(COLLECTION_LINK) ## Create .venv/ with the pinned tools (reruns
 
 # The virtualenv lives in the cache, named by a hash of what it installs (VENV_INPUTS, the Python), so
 # that every clone reuses it; .venv links there. Never changed once built: new requirements make a new one.
-# pip --no-compile: Python compiles what is imported, once, into the virtualenv; pip would compile all 22,000 files
-# (the `ansible` bundle's collections most of them), 33 of a cold install's 68 CPU-s.
 VENV_HOME = $(CACHE_HOME)/envs/dev-py$(PYTHON_MINOR)-$(REQUIREMENTS_HASH)
 CACHE_HOME := $(or $(VMSCHED_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/vmsched-kubevirt)
 PYTHON_MINOR = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
@@ -97,7 +95,7 @@ $(STAMP): $(VENV_INPUTS)
 	if [ ! -e "$$home/.installed" ]; then \
 		printf '\n==> creating %s with %s and installing $(REQUIREMENTS) (.venv links there)\n' "$$home" "$$($(PYTHON) --version)"; \
 		rm -rf "$$home"; $(PYTHON) -m venv "$$home"; \
-		"$$home/bin/python" -m pip install --quiet --no-compile $(addprefix -r ,$(REQUIREMENTS)); \
+		"$$home/bin/python" -m pip install --quiet $(addprefix -r ,$(REQUIREMENTS)); \
 		out=$$("$$home/bin/python" -m pip check) || { echo "$$out"; exit 1; }; \
 		"$$home/bin/python" tests/venv/install.py $(VENV_HOOKS); \
 	fi
@@ -482,7 +480,7 @@ release-check: venv cluster-up ## Build the collection, install the tarball in a
 	@home=$(RELEASE_VENV); mkdir -p "$$(dirname $$home)"; exec 9>"$$home.lock"; flock 9; \
 	if [ -e "$$home/.installed" ]; then echo "built by an earlier run"; else \
 		rm -rf "$$home"; $(PYTHON) -m venv "$$home"; \
-		"$$home/bin/python" -m pip install --quiet --no-compile -r requirements.txt "$(RELEASE_CORE)"; \
+		"$$home/bin/python" -m pip install --quiet -r requirements.txt "$(RELEASE_CORE)"; \
 		out=$$("$$home/bin/python" -m pip check) || { echo "$$out"; exit 1; }; \
 		touch "$$home/.installed"; \
 	fi

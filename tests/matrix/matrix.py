@@ -173,8 +173,7 @@ def build_venv(path, python, version, core, wanted):
     run([python, "-m", "venv", path], out)
     pip = [path / "bin" / "python", "-m", "pip"]
     env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
-    # --no-compile: what runs is compiled when first imported (the project's virtualenv does the same, Makefile).
-    run([*pip, "install", "--quiet", "--no-compile", f"ansible-core=={core['version']}", "-r", ROOT / "requirements.txt",
+    run([*pip, "install", "--quiet", f"ansible-core=={core['version']}", "-r", ROOT / "requirements.txt",
          *tool_pins()], out, env=env)
     run([*pip, "check"], out, env=env)
     run([path / "bin" / "python", INSTALL_HOOKS, ZIP_BYTECODE], out)  # as in the project's virtualenv (Makefile)
