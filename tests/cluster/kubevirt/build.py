@@ -178,7 +178,9 @@ def ensure_built(version: str) -> Path:
 
 def _build(version, out, missing):
     src = source_dir(version)
-    env = {**os.environ, **gobuild.go_env_overrides(), "GOFLAGS": "-mod=vendor -buildvcs=false", "GOPROXY": "off"}
+    # The release's vendored modules, never the caller's GOFLAGS; the rest as every go build here runs.
+    vendored = dict(os.environ, GOFLAGS="-mod=vendor", GOPROXY="off")
+    env = dict(vendored, **gobuild.go_env_overrides(vendored))
     started = time.monotonic()
     log(f"KubeVirt {version}: cold build of {', '.join(missing)}")
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
