@@ -215,9 +215,14 @@ def test_kubevirts_own_evacuations_are_adopted_and_count_against_the_caps(kv, ku
     start_vms_on(kv, namespace, 4, SOURCE, wait, annotations=slow)
     evicted = ["vm00", "vm01", "vm02"]
     drain_pods(kv, namespace, evicted)
-    theirs = wait(lambda: (found := {m["spec"]["vmiName"]: m for m in kv.list(VMIMS, namespace)
-                                     if m["metadata"]["name"].startswith("kubevirt-evacuation-")})
-                  and len(found) == 3 and found, "KubeVirt's evacuation VMIMs")
+
+    def kubevirts():
+        return {m["spec"]["vmiName"]: m for m in kv.list(VMIMS, namespace)
+                if m["metadata"]["name"].startswith("kubevirt-evacuation-")}
+    # KubeVirt creates two VMIMs at once (its slots: parallelOutboundMigrationsPerNode), the third only when its
+    # controller next finds a slot free (1.6.6 counts a Pending VMIM as free): the module may start before it.
+    theirs = wait(lambda: (found := kubevirts()) and len(found) >= 2 and found, "KubeVirt's evacuation VMIMs")
+    assert set(theirs) <= set(evicted), sorted(theirs)
     assert all(m["metadata"]["annotations"]["kubevirt.io/evacuationMigration"] == SOURCE for m in theirs.values())
 
     rc, res = run_module(kubeconfig, {"node": SOURCE, "namespace": namespace})
@@ -230,25 +235,33 @@ def test_kubevirts_own_evacuations_are_adopted_and_count_against_the_caps(kv, ku
         assert entry["status"] == "migrated", entry
         assert (entry["source_node"], entry["target_node"]) == (SOURCE, now) and now != SOURCE, entry
         assert entry["duration_seconds"] is not None and entry["duration_seconds"] > 0, entry
-        assert entry["adopted"] is (name in evicted), entry
-    for name in evicted:
-        assert entries[name]["migration"]["name"] == theirs[name]["metadata"]["name"], entries[name]
-        assert entries[name]["migration"]["phase"] == "Succeeded"
+    # Every migration KubeVirt started is adopted, the one it had started before the run among them; vm03, which
+    # nobody evacuates, gets this run's VMIM; so does an evicted VMI that KubeVirt had not reached yet when the run
+    # created its VMIM (KubeVirt then refuses its own second one), else the run adopts KubeVirt's.
+    vmims = kv.list(VMIMS, namespace)
+    ours = {m["spec"]["vmiName"]: m for m in vmims if RUN_LABEL in (m["metadata"].get("labels") or {})}
+    theirs = kubevirts()
+    assert set(theirs) | set(ours) == set(entries) and not set(theirs) & set(ours), \
+        [m["metadata"]["name"] for m in vmims]
+    assert "vm03" in ours and set(ours) <= {"vm02", "vm03"}, sorted(ours)
+    for name, entry in entries.items():
+        assert entry["adopted"] is (name in theirs), entry
+        if name in theirs:
+            assert entry["migration"]["name"] == theirs[name]["metadata"]["name"], entry
+            assert entry["migration"]["phase"] == "Succeeded", entry
     summary = res["summary"]
     assert (summary["selected"], summary["to_migrate"], summary["migrated"], summary["failed"],
-            summary["adopted"]) == (4, 4, 4, 0, 3), summary
+            summary["adopted"]) == (4, 4, 4, 0, len(theirs)), summary
 
-    # The module created one VMIM only, for vm03; when it did, at most one of KubeVirt's was still in flight
+    # When the run created a VMIM, at most one other migration off node01 was still in flight
     # (parallelOutboundMigrationsPerNode 2, the run's own included).
-    vmims = kv.list(VMIMS, namespace)
-    ours = [m for m in vmims if RUN_LABEL in (m["metadata"].get("labels") or {})]
-    assert [m["spec"]["vmiName"] for m in ours] == ["vm03"], [m["metadata"]["name"] for m in vmims]
-    created = stamp(ours[0]["metadata"]["creationTimestamp"])
-    alive = [m["metadata"]["name"] for m in vmims if m["metadata"]["name"].startswith("kubevirt-evacuation-")
-             and stamp(m["metadata"]["creationTimestamp"]) <= created
-             and all(stamp(p["phaseTransitionTimestamp"]) > created
-                     for p in m["status"]["phaseTransitionTimestamps"] if p["phase"] in ("Succeeded", "Failed"))]
-    assert len(alive) <= 1, f"created while {alive} were in flight"
+    for mine in ours.values():
+        created = stamp(mine["metadata"]["creationTimestamp"])
+        alive = [m["metadata"]["name"] for m in vmims if m is not mine
+                 and stamp(m["metadata"]["creationTimestamp"]) <= created
+                 and all(stamp(p["phaseTransitionTimestamp"]) > created
+                         for p in m["status"]["phaseTransitionTimestamps"] if p["phase"] in ("Succeeded", "Failed"))]
+        assert len(alive) <= 1, f"{mine['metadata']['name']} created while {alive} were in flight"
 
 
 # --- the drain plan (issue 28) ---------------------------------------------------------------------------------------
