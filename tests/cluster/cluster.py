@@ -49,7 +49,7 @@ from kubectl import Kubectl  # noqa: E402  pylint: disable=wrong-import-position
 from kubevirt.install import KubeVirtControlPlane  # noqa: E402  pylint: disable=wrong-import-position
 import node_images  # noqa: E402  pylint: disable=wrong-import-position
 import prebuild  # noqa: E402  pylint: disable=wrong-import-position
-from processes import Background  # noqa: E402  pylint: disable=wrong-import-position
+from processes import CONTROL_PLANE_GO_ENV, Background  # noqa: E402  pylint: disable=wrong-import-position
 
 # Set VMSCHED_PORT_OFFSET to run a second local control plane beside the first
 # (a CI run in another clone, another KubeVirt release): every port moves by the offset.
@@ -87,7 +87,7 @@ def reachable():
 def kwokctl(*args):
     # KUBECONFIG: kwokctl adds and removes its context (kwok-vmsched, the same name in every state directory) in
     # the kubeconfig it is given, else in $KUBECONFIG: never another cluster's, or a user's.
-    env = dict(os.environ, KWOK_WORKDIR=str(STATE / "kwok"), KUBECONFIG=str(KUBECONFIG),
+    env = dict(os.environ, **CONTROL_PLANE_GO_ENV, KWOK_WORKDIR=str(STATE / "kwok"), KUBECONFIG=str(KUBECONFIG),
                KWOK_KUBECTL_BINARY=str(bin_dir() / "kubectl"))
     cmd = [str(bin_dir() / "kwokctl"), "--name", NAME, *args]
     log("$ kwokctl --name " + NAME + " " + " ".join(args[:2]))
