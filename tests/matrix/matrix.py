@@ -55,7 +55,11 @@ ENVS = CACHE_ROOT / "envs"
 CHECKOUT_COLLECTIONS = ROOT / ".build" / "collections"
 GET_PIP_CACHE = Path.home() / ".ansible" / "test" / "cache"
 STANDIN = ROOT / "tests" / "sanity" / "get_pip_standin.py"
-ZIP_BYTECODE = ROOT / "tests" / "venv" / "vmsched_zip_bytecode.py"
+# The project's virtualenv's start-up hooks (Makefile, VENV_HOOKS), each idle unless the Makefile's variable of it
+# is set: the AWX jobs' modules run as the suite's do (the AnsiballZ cache steps aside on an ansible-core it does not
+# know).
+HOOKS = tuple(ROOT / "tests" / "venv" / f"vmsched_{name}.py"
+              for name in ("zip_bytecode", "ansiballz_cache", "module_forkserver"))
 INSTALL_HOOKS = ROOT / "tests" / "venv" / "install.py"
 STANDIN_MARKER = "vmsched-kubevirt get-pip stand-in"
 KUBECONFIG = workers.cluster_dir() / "kubeconfig"
@@ -156,7 +160,7 @@ def venv(core):
     requirements = (ROOT / "requirements.txt").read_text()
     wanted = json.dumps({"python": version, "ansible-core": core["version"], "tools": tool_pins(),
                          "requirements.txt": hashlib.sha256(requirements.encode()).hexdigest(),
-                         "zip-bytecode": hashlib.sha256(ZIP_BYTECODE.read_bytes()).hexdigest(),
+                         "hooks": {hook.name: hashlib.sha256(hook.read_bytes()).hexdigest() for hook in HOOKS},
                          "hook-installer": hashlib.sha256(INSTALL_HOOKS.read_bytes()).hexdigest()}, sort_keys=True)
     with cached(f"venv-core{core['version']}", wanted) as (path, ready):
         if ready and (path / "bin" / "ansible-test").exists():
@@ -176,7 +180,7 @@ def build_venv(path, python, version, core, wanted):
     run([*pip, "install", "--quiet", f"ansible-core=={core['version']}", "-r", ROOT / "requirements.txt",
          *tool_pins()], out, env=env)
     run([*pip, "check"], out, env=env)
-    run([path / "bin" / "python", INSTALL_HOOKS, ZIP_BYTECODE], out)  # as in the project's virtualenv (Makefile)
+    run([path / "bin" / "python", INSTALL_HOOKS, *HOOKS], out)
     (path / ".matrix-stamp").write_text(wanted)
     return time.monotonic() - started
 

@@ -3,7 +3,7 @@
 A hook is a file with a PTH line: a line of a .pth, which Python runs at every start when it begins with "import".
 Each named hook is copied into the Python's site-packages beside a .pth of its name holding that line (read from
 the file's source: nothing of a hook runs here). The Makefile installs them into the project's virtualenv,
-tests/matrix/matrix.py the zip bytecode one into the matrix's.
+tests/matrix/matrix.py the same ones into the matrix's.
 """
 
 import ast

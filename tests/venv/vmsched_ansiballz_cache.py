@@ -1,11 +1,11 @@
-"""A cache of Ansible's module payloads across runs, in the project's own virtualenv only.
+"""A cache of Ansible's module payloads across runs, in the project's and the matrix's virtualenvs.
 
 Before a module runs, ansible-core assembles its payload (AnsiballZ): it parses the module and every module_util it
 imports, recursively, and zips them, once per module per ansible-playbook run (its cache lives in the run's own
 local tmp). For a module of kubernetes.core's or ours that is about 0.25 CPU-s, and the suite starts hundreds of
 runs: a role run of the descheduler's spent 1.8 of its 13 CPU-s there (py-spy).
 tests/venv/install.py puts this file and a .pth of its PTH into a Python's site-packages (the Makefile does it in the
-project's virtualenv); the Makefile sets VMSCHED_ANSIBALLZ_CACHE (a directory) for what it runs. Without that
+project's virtualenv, tests/matrix/matrix.py in the matrix's); the Makefile sets VMSCHED_ANSIBALLZ_CACHE (a directory) for what it runs. Without that
 variable, or on an ansible-core whose module_common differs (2.16), nothing changes.
 
 What a run builds is kept under a key of what decides where modules come from (ansible-core's version, its

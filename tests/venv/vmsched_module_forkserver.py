@@ -1,4 +1,4 @@
-"""Module runs forked from a Python that has already imported their libraries, in the project's own virtualenv only.
+"""Module runs forked from a Python that has already imported their libraries (the project's and the matrix's venvs).
 
 A module run is a new `python AnsiballZ_<module>.py`, and most of its CPU goes to importing: the kubernetes client
 (with pydantic, urllib3, requests-oauthlib), yaml and the standard library's share, about 0.35 of a k8s run's
@@ -20,7 +20,7 @@ server exits after IDLE seconds without a run. Without the variable, or on a pla
 (Linux's pidfd, Python's send_fds), nothing changes.
 
 tests/venv/install.py puts this file and a .pth of its PTH into a Python's site-packages (the Makefile does it in the
-project's virtualenv).
+project's virtualenv, tests/matrix/matrix.py in the matrix's).
 """
 
 import os

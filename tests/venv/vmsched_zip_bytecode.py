@@ -1,4 +1,4 @@
-"""A bytecode cache for what Python imports from zip files, in the project's own virtualenv only.
+"""A bytecode cache for what Python imports from zip files, in the project's and the matrix's virtualenvs.
 
 Ansible ships a module's module_utils (ansible-core's, kubernetes.core's, ours: about 0.6 MB of source) to each
 module run as a zip, and zipimport has no bytecode cache: every module run compiles them, twice (zipimport's
