@@ -295,19 +295,13 @@ def start_node_agent(kubevirt_version, timeout=90.0):
 
 
 def restart_apiserver(timeout=60.0):
-    """Stop kube-apiserver and start it again with the same command line, as an upgrade or a
-    crash would; tests use it to prove that clients survive. The pid file kwokctl keeps is
-    updated, so `down` still stops the new process."""
+    """Stop kube-apiserver and start it again with the same command line and environment, as an
+    upgrade or a crash would; tests use it to prove that clients survive. The pid file kwokctl
+    keeps is updated, so `down` still stops the new process."""
     workdir = STATE / "kwok" / "clusters" / NAME
     apiserver = Background(workdir, "kube-apiserver")
-    apiserver.pidfile = workdir / "pids" / "kube-apiserver.pid"
-    cmdline = Path(f"/proc/{apiserver.pid()}/cmdline").read_bytes().split(b"\0")[:-1]
     # A graceful shutdown drains open watches for long; after a few seconds, kill it as a crash would.
-    apiserver.stop(grace=5)
-    with open(workdir / "logs" / "kube-apiserver.log", "ab") as logfile:
-        proc = subprocess.Popen(cmdline, cwd=workdir, stdout=logfile,  # pylint: disable=consider-using-with
-                                stderr=subprocess.STDOUT, start_new_session=True)
-    apiserver.pidfile.write_text(str(proc.pid))
+    proc = apiserver.restart(grace=5)
     deadline = time.monotonic() + timeout
     while not reachable():
         if time.monotonic() > deadline:

@@ -76,6 +76,25 @@ class Background:
         except FileNotFoundError:
             return "(no log)"
 
+    def restart(self, grace=10.0):
+        """Stop the process (see stop) and start it again as it was: its command line, working directory and
+        environment, read from /proc (a process kwokctl started has the control plane's Go settings from there, not
+        from this one's). Returns the Popen; the pid file names the new process."""
+        pid = self.pid()
+        if not pid:
+            sys.exit(f"cluster: {self.name} is not running; nothing to restart")
+        proc_dir = Path(f"/proc/{pid}")
+        argv = proc_dir.joinpath("cmdline").read_bytes().split(b"\0")[:-1]
+        environ = dict(entry.split(b"=", 1) for entry in proc_dir.joinpath("environ").read_bytes().split(b"\0")
+                       if b"=" in entry)
+        cwd = os.readlink(proc_dir / "cwd")
+        self.stop(grace=grace)
+        with open(self.logfile, "ab") as log:
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, env=environ,  # pylint: disable=consider-using-with
+                                    start_new_session=True)
+        self.pidfile.write_text(str(proc.pid))
+        return proc
+
     def stop(self, grace=10.0):
         """SIGTERM, SIGKILL after grace seconds; returns once the process is gone."""
         pid = self.pid()
