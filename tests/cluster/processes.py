@@ -53,9 +53,12 @@ class Background:
         if restart:
             argv = ["bash", "-c", 'while :; do "$@"; echo "processes.py: exited with status $?; restarting in '
                     f'{RESTART_SECONDS}s"; sleep {RESTART_SECONDS}; done', self.name, *argv]
+        return self._launch(argv, {**os.environ, **CONTROL_PLANE_GO_ENV, **(env or {})}, cwd)
+
+    def _launch(self, argv, env, cwd):
+        """argv in a session of its own, its output appended to the log; the pid file names it."""
         with open(self.logfile, "ab") as log:
-            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=cwd,  # pylint: disable=consider-using-with
-                                    env={**os.environ, **CONTROL_PLANE_GO_ENV, **(env or {})},
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, env=env,  # pylint: disable=consider-using-with
                                     start_new_session=True)
         self.pidfile.write_text(str(proc.pid))
         return proc
@@ -89,11 +92,7 @@ class Background:
                        if b"=" in entry)
         cwd = os.readlink(proc_dir / "cwd")
         self.stop(grace=grace)
-        with open(self.logfile, "ab") as log:
-            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, env=environ,  # pylint: disable=consider-using-with
-                                    start_new_session=True)
-        self.pidfile.write_text(str(proc.pid))
-        return proc
+        return self._launch(argv, environ, cwd)
 
     def stop(self, grace=10.0):
         """SIGTERM, SIGKILL after grace seconds; returns once the process is gone."""
