@@ -16,6 +16,7 @@ __metaclass__ = type
 import copy
 import json
 import re
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils.api_errors import (
@@ -45,6 +46,10 @@ FIELDS = ("schedulerName", "evict", "nodeSelector", "tolerations", "affinity", "
 WHOLE_FIELDS = ("schedulerName", "evict", "affinity", "evictionStrategy")
 # What vm_placement does with a VM whose eviction would not become a live migration (see eviction_verdict).
 UNSAFE_EVICTION = ("refuse", "skip", "set_live_migrate", "allow")
+# How long a write the API server's admission changed back is tried again: a mutating admission policy stops only
+# once the API server's own watch sees its removal, usually within a second (teardown.yml removes the VM defaults
+# policy just before it restores the VMs).
+ADMISSION_SETTLE_SECONDS = 15.0
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
@@ -280,6 +285,28 @@ def plan(vm, params):
     return patch, changes
 
 
+def not_kept(written, changes):
+    """The changed fields the written VM does not hold as planned (an admission plugin changed them)."""
+    values = managed_values(written)
+    return [field for field, change in sorted(changes.items())
+            if _comparable(field, values[field]) != _comparable(field, change["after"])]
+
+
+def _comparable(field, value):
+    if field == "tolerations" and value:
+        value = [normalize_toleration(t) for t in value]
+    return _canon(value)
+
+
+def with_record(vm, record):
+    """The VM with the record annotation `record` (in memory), for plan() to restore from again."""
+    vm = copy.deepcopy(vm)
+    annotations = vm["metadata"].get("annotations") or {}
+    annotations[PREVIOUS_ANNOTATION] = record
+    vm["metadata"]["annotations"] = annotations
+    return vm
+
+
 def takes_effect(changes, vmi, live_fields, vm=None):
     """When the changes reach the VM: next_start (no VMI runs), live_migration (KubeVirt copies them all to the
     running VMI; placement follows at its next migration) or restart. A VM that already carries KubeVirt's
@@ -379,27 +406,63 @@ class Placement:
         return [vm for vm in vms if not vm["metadata"].get("deletionTimestamp")]
 
     def _patch_one(self, vm, params):
-        """Patch one VM with its settings, re-reading it on 409; (changes, error message or None)."""
+        """Patch one VM with its settings, re-reading it on 409; (changes, error message or None). A write whose
+        result does not hold what it set (an admission plugin set it back) is tried again for a while, then fails;
+        a restore that fails so keeps its record."""
         namespace, name = vm["metadata"]["namespace"], vm["metadata"]["name"]
+        record = (vm["metadata"].get("annotations") or {}).get(PREVIOUS_ANNOTATION)
         retries = self.params["conflict_retries"]
-        changes = {}
-        for attempt in range(retries + 1):
+        conflicts, deadline, first = 0, None, None
+        while True:
             patch, changes = plan(vm, params)
             if patch is None:
-                return changes, None
+                return first or changes, None
+            first = first or changes
             try:
-                self.cluster.patch_vm(namespace, name, patch, field_manager=self.params["field_manager"])
-                return changes, None
+                written = self.cluster.patch_vm(namespace, name, patch, field_manager=self.params["field_manager"])
             except ApiException as exc:
-                if not is_status(exc, 409) or attempt == retries:
+                if not is_status(exc, 409) or conflicts == retries:
                     return changes, api_error_message(exc)
+                conflicts += 1
                 try:
                     vm = self.cluster.get_vm(namespace, name)
                 except ApiException as again:
                     return changes, api_error_message(again)
                 if vm is None:
                     return {}, None  # deleted meanwhile: nothing to place
-        return changes, "conflict after %d retries" % retries
+                continue
+            reverted = not_kept(written, changes)
+            if not reverted:
+                return first, None
+            deadline = deadline or time.monotonic() + ADMISSION_SETTLE_SECONDS
+            if time.monotonic() >= deadline:
+                return first, self._reverted(written, params, record, reverted)
+            self.sleep(1.0)
+            vm = with_record(written, record) if params["state"] == "absent" else written
+
+    @staticmethod
+    def sleep(seconds):
+        time.sleep(seconds)
+
+    def _reverted(self, vm, params, record, fields):
+        """The message for a VM whose write the API server kept changing back; a restore's record is written back
+        (its patch removed it), so that a later run can still restore."""
+        namespace, name = vm["metadata"]["namespace"], vm["metadata"]["name"]
+        values = managed_values(vm)
+        message = ("the API server changed %s back as it wrote %s (%s): a mutating admission policy or webhook sets "
+                   "them, such as the VM defaults policy of vmsched.kubevirt.vm_defaults, which sets schedulerName "
+                   "and the descheduler's evict annotation where they are missing: remove it first"
+                   % (", ".join(fields), "them" if len(fields) > 1 else "it",
+                      ", ".join("%s=%s" % (f, json.dumps(values[f])) for f in fields)))
+        if params["state"] != "absent" or not record:
+            return message
+        try:
+            self.cluster.patch_vm(namespace, name, {"metadata": {"annotations": {PREVIOUS_ANNOTATION: record}}},
+                                  field_manager=self.params["field_manager"])
+        except ApiException as exc:
+            return "%s; writing back its record %s failed too: %s (keep it: state=absent restores from it)" % (
+                message, json.dumps(record), api_error_message(exc))
+        return message + "; its record of the values to restore is kept"
 
     def run(self):
         self.check_params(self.params)

@@ -24,6 +24,12 @@ description:
     value in the VM annotation C(vmsched.kubevirt.io/placement-previous) (JSON). O(state=absent) restores every
     recorded field and removes the annotation, leaving the rest of the VM alone. Values changed by someone else after
     the module set them are overwritten by the restore.
+  - B(Checks that what it wrote holds.) The API server answers a patch with the VM as admission left it. Where a
+    mutating admission policy or webhook changed a written field back (the VM defaults policy of the
+    C(vmsched.kubevirt.vm_defaults) role sets C(schedulerName) where it is missing, so it undoes a restore), the
+    module writes again for up to 15 seconds (the API server stops enforcing a deleted policy a moment after the
+    deletion), then fails for that VM, naming the field and the value it got; a restore that fails so keeps its
+    record, so a later run can still restore.
   - B(Fails before any write) on an invalid setting or label selector, naming it.
   - B(When changes take effect.) A VM's template only shapes the next VMI. For running VMIs, C(schedulerName) needs a
     restart (KubeVirt sets the VM's C(RestartRequired) condition). Under the KubeVirt CR's

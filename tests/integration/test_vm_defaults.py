@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
+from . import ansible_module
 from .audit import Audit
 from .local_scheduler import real_scheduler  # noqa: F401  pylint: disable=unused-import
 from .playbook import run_playbook
@@ -32,6 +33,7 @@ API = f"{GROUP}/v1"
 POLICY_KINDS = ("MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding")
 POLICY_RESOURCES = ("mutatingadmissionpolicies", "mutatingadmissionpolicybindings")
 MANAGED_BY = "vmsched.kubevirt.vm_defaults"
+PREVIOUS = "vmsched.kubevirt.io/placement-previous"
 
 
 @pytest.fixture
@@ -193,6 +195,39 @@ def test_new_vms_get_the_scheduler_that_then_schedules_them(
     kv.patch(VMS, selected, "own", {"spec": {"template": {"spec": {"schedulerName": None}}}})  # merge patch: removes
     assert scheduler_of(kv.get(VMS, selected, "own")) == names["scheduler"]
     assert evict_of(kv.get(VMS, selected, "own")) == "false"
+
+
+def test_a_restore_the_policy_sets_back_fails_keeping_the_record_then_takes_once_the_policy_is_gone(
+        run, kv, dyn, kubeconfig, selected, names, wait, cleanup):
+    # vm_placement gave the VM the policy's scheduler before the policy existed: its record says it had none.
+    kv.create(VMS, selected, vm_manifest("opted", run_strategy="Halted"))
+    placement = {"namespace": selected, "names": ["opted"]}
+    rc, res = ansible_module.run_module("vmsched.kubevirt.vm_placement", kubeconfig,
+                                        dict(placement, scheduler_name=names["scheduler"]))
+    assert rc == 0 and res["changed"], res
+    record = kv.get(VMS, selected, "opted")["metadata"]["annotations"][PREVIOUS]
+    assert json.loads(record) == {"schedulerName": None}
+    result = run()
+    assert not result.failed, result.failure
+    wait_enforced(kv, selected, names["scheduler"], wait)
+
+    # The restore takes the scheduler out, and the policy (UPDATE is covered) puts it back: a failure that says so,
+    # and the record stays for a later run.
+    rc, res = ansible_module.run_module("vmsched.kubevirt.vm_placement", kubeconfig, dict(placement, state="absent"))
+    assert rc != 0 and res.get("failed"), res
+    assert f"{selected}/opted: the API server changed schedulerName back as it wrote it" in res["msg"], res["msg"]
+    assert "its record of the values to restore is kept" in res["msg"], res["msg"]
+    vm = kv.get(VMS, selected, "opted")
+    assert scheduler_of(vm) == names["scheduler"] and vm["metadata"]["annotations"].get(PREVIOUS) == record, vm
+
+    # As teardown.yml does: the policy deleted (the binding first), the VM restored right away, while the API server
+    # may still enforce it for a moment.
+    for kind in reversed(POLICY_KINDS):
+        dyn.resources.get(api_version=API, kind=kind).delete(name=names["policy"])
+    rc, res = ansible_module.run_module("vmsched.kubevirt.vm_placement", kubeconfig, dict(placement, state="absent"))
+    assert rc == 0 and res["changed"], res
+    vm = kv.get(VMS, selected, "opted")
+    assert scheduler_of(vm) is None and PREVIOUS not in (vm["metadata"].get("annotations") or {}), vm
 
 
 def test_idempotent_check_mode_diff_and_absent(run, kv, dyn, selected, names, wait, cleanup):

@@ -265,3 +265,80 @@ def test_vms_already_opted_in_and_opt_outs_are_not_checked():
     engine = vp.Placement(fake, params(descheduler_evict=False))
     engine.run()
     assert engine.result["eviction"] == [] and engine.result["changed"] is True
+
+
+# --- a write the API server's admission changes back ----------------------------------------------------------
+
+
+class PolicyCluster(FakeCluster):
+    """An API server with a mutating admission policy that gives a VM without a schedulerName the scheduler `pol`,
+    on its next `enforced` writes (None: always): as one just deleted, which the API server stops enforcing when its
+    own watch sees the deletion."""
+
+    def __init__(self, enforced=None, **kwargs):
+        super(PolicyCluster, self).__init__(**kwargs)
+        self.enforced = enforced
+        self.sleeps = []
+
+    def patch_vm(self, namespace, name, patch, field_manager=None):
+        written = super(PolicyCluster, self).patch_vm(namespace, name, patch, field_manager)
+        if self.enforced is None or self.enforced > 0:
+            if self.enforced:
+                self.enforced -= 1
+            if not written["spec"]["template"]["spec"].get("schedulerName"):
+                written["spec"]["template"]["spec"]["schedulerName"] = "pol"
+                written = copy.deepcopy(self.put(VMS, written))
+        return written
+
+
+VMS = "virtualmachines"
+
+
+def opted_in_then(fake):
+    """Opt the VM in to `pol` (the policy's scheduler) without the policy, then let the policy enforce."""
+    enforced, fake.enforced = fake.enforced, 0
+    vp.Placement(fake, params(scheduler_name="pol")).run()
+    fake.enforced = enforced
+    return fake.get_vm("ns", "a")["metadata"]["annotations"][vp.PREVIOUS_ANNOTATION]
+
+
+def restore(fake, monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(vp.time, "monotonic", lambda: clock[0])
+
+    def sleep(seconds):
+        fake.sleeps.append(seconds)
+        clock[0] += seconds
+
+    engine = vp.Placement(fake, params(state="absent"))
+    monkeypatch.setattr(engine, "sleep", sleep)
+    engine.run()
+    return engine
+
+
+def test_a_restore_the_admission_changes_back_for_a_moment_is_written_again(monkeypatch):
+    fake = PolicyCluster(enforced=2, vms=[named("a")], cr=cr_with())
+    opted_in_then(fake)
+    engine = restore(fake, monkeypatch)
+    restored = fake.get_vm("ns", "a")
+    assert "schedulerName" not in restored["spec"]["template"]["spec"]
+    assert vp.PREVIOUS_ANNOTATION not in restored["metadata"]["annotations"]
+    assert fake.sleeps == [1.0, 1.0] and engine.result["changed"] is True
+    assert engine.result["vms"][0]["changes"] == {"schedulerName": {"before": "pol", "after": None}}
+
+
+def test_a_restore_the_admission_keeps_changing_back_fails_and_keeps_the_record(monkeypatch):
+    fake = PolicyCluster(enforced=None, vms=[named("a")], cr=cr_with())
+    record = opted_in_then(fake)
+    with pytest.raises(vp.PlacementError) as info:
+        restore(fake, monkeypatch)
+    message = str(info.value)
+    assert "ns/a: the API server changed schedulerName back as it wrote it (schedulerName=\"pol\")" in message
+    assert "VM defaults policy" in message and "its record of the values to restore is kept" in message
+    kept = fake.get_vm("ns", "a")
+    assert kept["metadata"]["annotations"][vp.PREVIOUS_ANNOTATION] == record
+    assert sum(fake.sleeps) >= vp.ADMISSION_SETTLE_SECONDS
+    # Once the policy is gone, the next run restores from the kept record.
+    fake.enforced = 0
+    restore(fake, monkeypatch)
+    assert "schedulerName" not in fake.get_vm("ns", "a")["spec"]["template"]["spec"]
