@@ -449,11 +449,12 @@ class Placement:
         (its patch removed it), so that a later run can still restore."""
         namespace, name = vm["metadata"]["namespace"], vm["metadata"]["name"]
         values = managed_values(vm)
+        pronoun = "them" if len(fields) > 1 else "it"
         message = ("the API server changed %s back as it wrote %s (%s): a mutating admission policy or webhook sets "
-                   "them, such as the VM defaults policy of vmsched.kubevirt.vm_defaults, which sets schedulerName "
+                   "%s, such as the VM defaults policy of vmsched.kubevirt.vm_defaults, which sets schedulerName "
                    "and the descheduler's evict annotation where they are missing: remove it first"
-                   % (", ".join(fields), "them" if len(fields) > 1 else "it",
-                      ", ".join("%s=%s" % (f, json.dumps(values[f])) for f in fields)))
+                   % (", ".join(fields), pronoun, ", ".join("%s=%s" % (f, json.dumps(values[f])) for f in fields),
+                      pronoun))
         if params["state"] != "absent" or not record:
             return message
         try:
