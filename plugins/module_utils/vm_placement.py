@@ -410,10 +410,11 @@ class Placement:
         result does not hold what it set (an admission plugin set it back) is tried again for a while, then fails;
         a restore that fails so keeps its record."""
         namespace, name = vm["metadata"]["namespace"], vm["metadata"]["name"]
-        record = (vm["metadata"].get("annotations") or {}).get(PREVIOUS_ANNOTATION)
         retries = self.params["conflict_retries"]
         conflicts, deadline, first = 0, None, None
         while True:
+            # The record of the VM as last read (a 409 re-reads it), or as a retried restore carries it in memory.
+            record = (vm["metadata"].get("annotations") or {}).get(PREVIOUS_ANNOTATION)
             patch, changes = plan(vm, params)
             if patch is None:
                 return first or changes, None

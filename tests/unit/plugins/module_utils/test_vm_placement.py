@@ -12,6 +12,7 @@ import json
 import pytest
 
 from ansible_collections.vmsched.kubevirt.plugins.module_utils import vm_placement as vp
+from ansible_collections.vmsched.kubevirt.plugins.module_utils.kubevirt import VMS
 
 from .kubevirt_fakes import FakeCluster, apply, kubevirt_cr, vmi as make_vmi
 
@@ -289,9 +290,6 @@ class PolicyCluster(FakeCluster):
                 written["spec"]["template"]["spec"]["schedulerName"] = "pol"
                 written = copy.deepcopy(self.put(VMS, written))
         return written
-
-
-VMS = "virtualmachines"
 
 
 def opted_in_then(fake):
