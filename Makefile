@@ -56,7 +56,9 @@ ZIP_BYTECODE := tests/venv/vmsched_zip_bytecode.py
 ANSIBALLZ_CACHE := tests/venv/vmsched_ansiballz_cache.py
 FORKSERVER := tests/venv/vmsched_module_forkserver.py
 VENV_HOOKS := $(ZIP_BYTECODE) $(ANSIBALLZ_CACHE) $(FORKSERVER)
-VENV_INPUTS := $(REQUIREMENTS) tests/venv/install.py $(VENV_HOOKS)
+# Every virtualenv is filled by uv (pinned there): a tenth of pip's time on a cold cache.
+UV_INSTALL := tests/venv/uv_install.py
+VENV_INPUTS := $(REQUIREMENTS) tests/venv/install.py $(UV_INSTALL) $(VENV_HOOKS)
 
 # Where the user's KUBECONFIG (environment or command line) points, `make demo`
 # goes there and leaves the local control plane alone.
@@ -95,8 +97,7 @@ $(STAMP): $(VENV_INPUTS)
 	if [ ! -e "$$home/.installed" ]; then \
 		printf '\n==> creating %s with %s and installing $(REQUIREMENTS) (.venv links there)\n' "$$home" "$$($(PYTHON) --version)"; \
 		rm -rf "$$home"; $(PYTHON) -m venv "$$home"; \
-		"$$home/bin/python" -m pip install --quiet $(addprefix -r ,$(REQUIREMENTS)); \
-		out=$$("$$home/bin/python" -m pip check) || { echo "$$out"; exit 1; }; \
+		$(PYTHON) $(UV_INSTALL) "$$home/bin/python" $(addprefix -r ,$(REQUIREMENTS)); \
 		"$$home/bin/python" tests/venv/install.py $(VENV_HOOKS); \
 	fi
 	@touch $@
@@ -480,8 +481,7 @@ release-check: venv cluster-up ## Build the collection, install the tarball in a
 	@home=$(RELEASE_VENV); mkdir -p "$$(dirname $$home)"; exec 9>"$$home.lock"; flock 9; \
 	if [ -e "$$home/.installed" ]; then echo "built by an earlier run"; else \
 		rm -rf "$$home"; $(PYTHON) -m venv "$$home"; \
-		"$$home/bin/python" -m pip install --quiet -r requirements.txt "$(RELEASE_CORE)"; \
-		out=$$("$$home/bin/python" -m pip check) || { echo "$$out"; exit 1; }; \
+		$(PYTHON) $(UV_INSTALL) "$$home/bin/python" -r requirements.txt "$(RELEASE_CORE)"; \
 		touch "$$home/.installed"; \
 	fi
 	$(call say,"installing the tarball offline beside the bundled kubernetes.core and kubevirt.core")

@@ -39,6 +39,8 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "venv"))
+import uv_install  # noqa: E402  pylint: disable=wrong-import-position
 import workers  # noqa: E402  pylint: disable=wrong-import-position
 
 HERE = Path(__file__).resolve().parent
@@ -61,6 +63,7 @@ STANDIN = ROOT / "tests" / "sanity" / "get_pip_standin.py"
 HOOKS = tuple(ROOT / "tests" / "venv" / f"vmsched_{name}.py"
               for name in ("zip_bytecode", "ansiballz_cache", "module_forkserver"))
 INSTALL_HOOKS = ROOT / "tests" / "venv" / "install.py"
+UV_INSTALL = ROOT / "tests" / "venv" / "uv_install.py"
 STANDIN_MARKER = "vmsched-kubevirt get-pip stand-in"
 KUBECONFIG = workers.cluster_dir() / "kubeconfig"
 # The collections a tree holds, from the same wheel: kubernetes.core, kubevirt.core (requirements.yml: the demo's
@@ -161,7 +164,8 @@ def venv(core):
     wanted = json.dumps({"python": version, "ansible-core": core["version"], "tools": tool_pins(),
                          "requirements.txt": hashlib.sha256(requirements.encode()).hexdigest(),
                          "hooks": {hook.name: hashlib.sha256(hook.read_bytes()).hexdigest() for hook in HOOKS},
-                         "hook-installer": hashlib.sha256(INSTALL_HOOKS.read_bytes()).hexdigest()}, sort_keys=True)
+                         "hook-installer": hashlib.sha256(INSTALL_HOOKS.read_bytes()).hexdigest(),
+                         "installer": hashlib.sha256(UV_INSTALL.read_bytes()).hexdigest()}, sort_keys=True)
     with cached(f"venv-core{core['version']}", wanted) as (path, ready):
         if ready and (path / "bin" / "ansible-test").exists():
             return path, 0.0
@@ -175,11 +179,8 @@ def build_venv(path, python, version, core, wanted):
     out = LOGS / f"venv-core{core['version']}.log"
     out.unlink(missing_ok=True)
     run([python, "-m", "venv", path], out)
-    pip = [path / "bin" / "python", "-m", "pip"]
-    env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
-    run([*pip, "install", "--quiet", f"ansible-core=={core['version']}", "-r", ROOT / "requirements.txt",
-         *tool_pins()], out, env=env)
-    run([*pip, "check"], out, env=env)
+    run([sys.executable, UV_INSTALL, path / "bin" / "python", f"ansible-core=={core['version']}",
+         "-r", ROOT / "requirements.txt", *tool_pins()], out)
     run([path / "bin" / "python", INSTALL_HOOKS, *HOOKS], out)
     (path / ".matrix-stamp").write_text(wanted)
     return time.monotonic() - started
@@ -275,6 +276,8 @@ def sanity(combo, out):
                     top / "ansible_collections" / "kubernetes")
     env = ansible_env(combo)
     del env["ANSIBLE_COLLECTIONS_PATH"]
+    # The stand-in bootstraps pip in each sanity virtualenv with uv when uv is on PATH (a new machine makes 9 of them).
+    env["PATH"] = f"{os.path.dirname(uv_install.uv_binary())}{os.pathsep}{env['PATH']}"
     run([combo["venv"] / "bin" / "ansible-test", "sanity", "--color", "no", "--requirements",
          "--python", combo["core"]["python"]], out, env=env, cwd=tree)
 

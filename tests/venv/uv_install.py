@@ -1,0 +1,62 @@
+"""Install requirements into a virtualenv with uv: `python tests/venv/uv_install.py VENV_PYTHON PIP_ARGS...`.
+
+The virtualenvs (make venv's, release-check's, tests/matrix/'s) are made by `python -m venv`, pip and all, and
+filled by uv (pinned here; PyPI's wheel carries its binary, installed once into the cache): from a cold cache
+uv installs make venv's requirements in about a tenth of pip's time (measured on 2 cores: 10 s against some 100 s,
+bytecode aside). Like pip, it compiles every module's bytecode at install time, since the test runs write none
+(PYTHONDONTWRITEBYTECODE); then `uv pip check` as `pip check` did. uv's own cache is its default one
+($XDG_CACHE_HOME/uv). Exits non-zero with uv's error when an install fails.
+"""
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+UV_VERSION = "0.13.9"
+
+
+def cache_home():
+    """make's CACHE_HOME: $VMSCHED_CACHE, else $XDG_CACHE_HOME/vmsched-kubevirt (~/.cache by default)."""
+    return os.environ.get("VMSCHED_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "vmsched-kubevirt")
+
+
+def uv_binary():
+    """uv at UV_VERSION, installed from PyPI into the cache on first use (locked: lanes start venvs side by side)."""
+    home = os.path.join(cache_home(), f"uv-{UV_VERSION}")
+    binary = os.path.join(home, "bin", "uv")
+    if os.path.exists(binary):
+        return binary
+    os.makedirs(os.path.dirname(home), exist_ok=True)
+    with open(home + ".lock", "a", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(binary):
+            tmp = tempfile.mkdtemp(dir=os.path.dirname(home), prefix=f"uv-{UV_VERSION}.")
+            try:
+                subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--root-user-action=ignore",
+                                "--no-compile", "--target", tmp, f"uv=={UV_VERSION}"], check=True)
+                os.replace(tmp, home)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+    return binary
+
+
+def install(python, args):
+    """uv pip install ARGS into the virtualenv of `python`, bytecode compiled, then uv pip check."""
+    uv = uv_binary()
+    # The platform's certificates, as pip's configuration here names them: a proxy's CA may be among them.
+    common = ["--python", str(python), "--system-certs"]
+    subprocess.run([uv, "pip", "install", *common, "--quiet", "--compile-bytecode", *map(str, args)], check=True)
+    subprocess.run([uv, "pip", "check", *common], check=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3:
+        sys.exit(f"usage: {sys.argv[0]} VENV_PYTHON PIP_INSTALL_ARGS...")
+    try:
+        install(sys.argv[1], sys.argv[2:])
+    except subprocess.CalledProcessError as exc:
+        sys.exit(f"uv_install.py: {' '.join(map(str, exc.cmd[:3]))} failed (exit {exc.returncode})")
