@@ -5,7 +5,8 @@
 
 `make test` starts this in the background at the lowest priority, before it makes the virtualenv (this script
 needs the standard library only) and while its Python-only stages (lint, sanity, units) run, so that the cold
-builds use the cores those leave idle. Each build holds a lock per release
+builds use the cores those leave idle. The steps start in order, two at a time (each in a process of its own), so
+that one build's last packages and links leave no core idle. Each build holds a lock per release
 (build.py, kubevirt/build.py): a stage that needs a program still being built waits for it instead of building
 it a second time. `make demo` starts it with --demo while it makes the virtualenv. On a warm cache every step only
 checks that files exist. Prints one line per step with its
@@ -17,6 +18,7 @@ import argparse
 import importlib.util
 import os
 import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -75,6 +77,35 @@ def children_cpu():
     return usage.ru_utime + usage.ru_stime
 
 
+# Two builds at a time: each go build ends on a few long packages and its links, a minute or so on one core; the
+# other build fills the core that leaves idle (a cold run showed a minute at 1.06 cores as Kubernetes' build ended).
+WORKERS = 2
+
+
+def run_step(what, step):
+    """One step, in a process of its own: its line gives the CPU time of its own go commands."""
+    began, cpu = time.monotonic(), children_cpu()
+    try:
+        step()
+    except (SystemExit, kubevirt_build.BuildError, build.gobuild.GoBuildError) as exc:
+        # The stage that needs it builds it again and fails there, with the error in its own output.
+        print(f"[prebuild] {what}: FAILED ({exc})", flush=True)
+        return
+    print(f"[prebuild] {what}: ready after {time.monotonic() - began:.0f}s "
+          f"({children_cpu() - cpu:.0f}s of CPU)", flush=True)
+
+
+def run_in_order(commands, workers=WORKERS, start=subprocess.Popen, wait=os.wait):
+    """Run the commands in their order, `workers` at a time, each started when a running one ends: what the next
+    stage needs comes first."""
+    queue, running = list(commands), set()
+    while queue or running:
+        while queue and len(running) < workers:
+            running.add(start(queue.pop(0)).pid)
+        pid, _status = wait()
+        running.discard(pid)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fleet", default="", help="the fleet's Kubernetes release (make fleet's FLEET)")
@@ -82,21 +113,18 @@ def main():
                         help="only what make demo needs: Kubernetes, etcd, KWOK and KubeVirt's default release")
     parser.add_argument("--announce", action="store_true",
                         help="only say what make demo would build, and how long that takes here")
+    parser.add_argument("--step", type=int, help=argparse.SUPPRESS)  # one step, in a child (run_step)
     args = parser.parse_args()
     if args.announce:
         announce(build.read_versions()["KUBEVIRT_VERSION"], build.log)
         return
+    todo = steps(args.fleet)
+    if args.step is not None:
+        run_step(*todo[args.step])
+        return
     started = time.monotonic()
-    for what, step in steps(args.fleet)[:2] if args.demo else steps(args.fleet):
-        began, cpu = time.monotonic(), children_cpu()
-        try:
-            step()
-        except (SystemExit, kubevirt_build.BuildError, build.gobuild.GoBuildError) as exc:
-            # The stage that needs it builds it again and fails there, with the error in its own output.
-            print(f"[prebuild] {what}: FAILED ({exc})", flush=True)
-            continue
-        print(f"[prebuild] {what}: ready after {time.monotonic() - began:.0f}s "
-              f"({children_cpu() - cpu:.0f}s of CPU)", flush=True)
+    run_in_order([[sys.executable, __file__, "--fleet", args.fleet, "--step", str(index)]
+                  for index in range(2 if args.demo else len(todo))])
     print(f"[prebuild] everything ready in {time.monotonic() - started:.0f}s (pid {os.getpid()})", flush=True)
 
 

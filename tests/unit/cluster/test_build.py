@@ -120,3 +120,24 @@ def test_kubevirt_builds_its_missing_programs_in_one_go_build_compiled_without_d
     assert "-s -w" in cmd[cmd.index("-ldflags") + 1] and "-gcflags=all=-dwarf=false" in cmd, cmd
     assert cmd[-2:] == ["./cmd/virt-controller", "./cmd/virt-api"], cmd
     assert sorted(p.name for p in (tmp_path / "bin").iterdir()) == ["virt-api", "virt-controller"]
+
+
+def test_the_prebuild_starts_its_steps_in_order_two_at_a_time():
+    """Each step starts when one of the two running ends: the first two together, the third after the first ends."""
+    import prebuild  # pylint: disable=import-outside-toplevel
+    events, running = [], []
+
+    class Started:  # pylint: disable=too-few-public-methods
+        def __init__(self, command):
+            self.pid = command[0]
+            running.append(self.pid)
+            events.append(("start", self.pid, len(running)))
+
+    def wait():
+        pid = running.pop(0)
+        events.append(("end", pid, len(running)))
+        return pid, 0
+    prebuild.run_in_order([[1], [2], [3], [4]], start=Started, wait=wait)
+    assert events == [("start", 1, 1), ("start", 2, 2), ("end", 1, 1), ("start", 3, 2), ("end", 2, 1),
+                      ("start", 4, 2), ("end", 3, 1), ("end", 4, 0)], events
+    assert prebuild.WORKERS == 2
