@@ -63,7 +63,7 @@ STANDIN = ROOT / "tests" / "sanity" / "get_pip_standin.py"
 HOOKS = tuple(ROOT / "tests" / "venv" / f"vmsched_{name}.py"
               for name in ("zip_bytecode", "ansiballz_cache", "module_forkserver"))
 INSTALL_HOOKS = ROOT / "tests" / "venv" / "install.py"
-UV_INSTALL = ROOT / "tests" / "venv" / "uv_install.py"
+UV_INSTALL = Path(uv_install.__file__)
 STANDIN_MARKER = "vmsched-kubevirt get-pip stand-in"
 KUBECONFIG = workers.cluster_dir() / "kubeconfig"
 # The collections a tree holds, from the same wheel: kubernetes.core, kubevirt.core (requirements.yml: the demo's
