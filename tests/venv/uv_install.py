@@ -9,6 +9,7 @@ cores (10 s and 5 CPU-seconds without bytecode), where pip's took 106 s. Then `u
 """
 
 import fcntl
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -16,17 +17,18 @@ import sys
 import tempfile
 
 UV_VERSION = "0.13.9"
-
-
-def cache_home():
-    """make's CACHE_HOME: $VMSCHED_CACHE, else $XDG_CACHE_HOME/vmsched-kubevirt (~/.cache by default)."""
-    return os.environ.get("VMSCHED_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "vmsched-kubevirt")
+# The cache's place is the collection's Go build helpers' (standard library only), loaded by path as
+# tests/cluster/build.py loads them.
+_SPEC = importlib.util.spec_from_file_location(
+    "vmsched_gobuild", os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "plugins",
+                                    "module_utils", "gobuild.py"))
+gobuild = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(gobuild)
 
 
 def uv_binary():
     """uv at UV_VERSION, installed from PyPI into the cache on first use (locked: lanes start venvs side by side)."""
-    home = os.path.join(cache_home(), f"uv-{UV_VERSION}")
+    home = os.path.join(gobuild.default_cache_dir(), f"uv-{UV_VERSION}")
     binary = os.path.join(home, "bin", "uv")
     if os.path.exists(binary):
         return binary
