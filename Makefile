@@ -293,6 +293,15 @@ matrix-edges-jobs: venv cluster-up ## matrix-edges' integration step only: the A
 	VMSCHED_PORT_OFFSET=$${VMSCHED_PORT_OFFSET:-0} VMSCHED_CLUSTER_DIR=$(CLUSTER_DIR) $(MATRIX) --edges $(MATRIX_EDGES_TESTS) \
 		--steps integration
 
+# make test runs the jobs in lane k, once the older KubeVirt releases' tests and fleet-up end, minutes before the suite
+# does: on a control plane of the same releases of their own (state in .cluster-jobs/, ports moved by 800, between the
+# fleet's and the second worker's), started for them and stopped afterwards whatever the outcome.
+JOBS_CLUSTER = VMSCHED_CLUSTER_DIR=$(CURDIR)/.cluster-jobs VMSCHED_PORT_OFFSET=$$(( $${VMSCHED_PORT_OFFSET:-0} + 800 ))
+.PHONY: matrix-edges-jobs-apart
+matrix-edges-jobs-apart: venv ## make matrix-edges-jobs on a control plane of its own (.cluster-jobs/), stopped afterwards
+	@trap '$(JOBS_CLUSTER) PATH=$(BIN):$$PATH $(CLUSTER_DOWN) >/dev/null 2>&1 || true' EXIT; \
+	$(JOBS_CLUSTER) $(MAKE) --no-print-directory matrix-edges-jobs
+
 .PHONY: surveys
 surveys: venv ## Regenerate the AWX surveys (playbooks/surveys/) from the playbooks' argument specs
 	$(BIN)/python tests/unit/awx_surveys.py --write
@@ -316,9 +325,10 @@ surveys: venv ## Regenerate the AWX surveys (playbooks/surveys/) from the playbo
 #   ansible-core (lane b);
 # - the integration suite (lane s: two workers, each on a control plane of its own), beside the older KubeVirt
 #   releases (lane k: on control planes of their own, one worker: their tests mostly wait on KubeVirt's controllers)
-#   and the start of the fleet's other control plane (fleet-up);
-# - molecule and release-check on the local control plane (lane 1), beside the fleet and the AWX runner's jobs on the
-#   oldest and the newest ansible-core on the second worker's (lane 2: a control plane of the same releases).
+#   and the start of the fleet's other control plane (fleet-up),
+#   and then the AWX runner's jobs on the oldest and the newest ansible-core (matrix-edges-jobs-apart: on a control
+#   plane of the same releases of their own; lane k's stages ended some 300 s before the suite without them);
+# - molecule on the local control plane (lane 1), beside the fleet and release-check on the second worker's (lane 2).
 # One proof per claim: sanity on the venv's ansible-core is make test-full's; make test runs it, with no ignore
 # files, on the oldest and the newest ansible-core (matrix-edges-checks).
 TEST_CHECKS := lint units ee
@@ -328,8 +338,8 @@ TEST_CHECKS := lint units ee
 # release behind.
 TEST_SUITE_LEAVES_OUT := --ignore=tests/integration/test_awx_runner.py \
 	--deselect=tests/integration/test_scheduler_image.py::test_descheduler_resolves_and_mirrors_pinned_to_the_seeded_digest
-TEST_LANE_1 := molecule release-check
-TEST_LANE_2 := fleet matrix-edges-jobs
+TEST_LANE_1 := molecule
+TEST_LANE_2 := fleet release-check
 WORKER_1_CLUSTER = VMSCHED_CLUSTER_DIR=$$($(WORKERS_PY) dir 1) VMSCHED_PORT_OFFSET=$$($(WORKERS_PY) offset 1)
 # $(1): the TSV; $(2), $(3): two lanes' names; $(4), $(5): their stages; $(6): the environment of the second.
 define two_lanes
@@ -338,17 +348,18 @@ define two_lanes
 	rc=0; wait $$first || rc=$$?; wait $$second || rc=$$?; [ $$rc -eq 0 ]
 endef
 .PHONY: test
-test: ## lint, units, ee, the clusters' start beside the edges' checks; integration-suite beside integration-kubevirt, fleet-up; molecule, release-check beside fleet, the edges' AWX jobs
+test: ## lint, units, ee, the clusters' start beside the edges' checks; integration-suite beside integration-kubevirt, fleet-up, the edges' AWX jobs; molecule beside fleet, release-check
 	@mkdir -p $(BUILD); : > $(BUILD)/stages.tsv; started=$$(date +%s); \
 	setsid nice -n 19 $(PYTHON) tests/cluster/prebuild.py --fleet '$(FLEET)' > $(BUILD)/prebuild.log 2>&1 & \
 	prebuild=$$!; \
 	trap 'kill -- -$$prebuild 2>/dev/null || true; [ ! -x $(BIN)/python ] || $(WORKERS_PY) down $(INTEGRATION_WORKERS) >/dev/null 2>&1 || true; \
 		[ ! -x $(BIN)/python ] || $(FLEET_PY) down $(FLEET) >/dev/null 2>&1 || true; \
+		[ ! -x $(BIN)/python ] || $(JOBS_CLUSTER) PATH=$(BIN):$$PATH $(CLUSTER_DOWN) >/dev/null 2>&1 || true; \
 		tests/stage_table.sh $(BUILD)/stages.tsv $$started' EXIT; \
 	export MAKE="$(MAKE)" KEEP_WORKER_CLUSTERS=1 SUITE_LEAVES_OUT="$(TEST_SUITE_LEAVES_OUT)"; \
 	tests/stages.sh $(BUILD)/stages.tsv - venv; \
 	$(call two_lanes,$(BUILD)/stages.tsv,a,b,$(TEST_CHECKS) integration-clusters,matrix-edges-checks,); \
-	$(call two_lanes,$(BUILD)/stages.tsv,s,k,integration-suite,integration-kubevirt fleet-up,INTEGRATION_WORKERS=1); \
+	$(call two_lanes,$(BUILD)/stages.tsv,s,k,integration-suite,integration-kubevirt fleet-up matrix-edges-jobs-apart,INTEGRATION_WORKERS=1); \
 	$(call two_lanes,$(BUILD)/stages.tsv,1,2,$(TEST_LANE_1),$(TEST_LANE_2),$(WORKER_1_CLUSTER) INTEGRATION_WORKERS=1)
 
 # Everything make test runs, and what it leaves to another test that asserts the same (one proof per claim): sanity

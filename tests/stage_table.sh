@@ -6,12 +6,12 @@ tsv=$1
 started=${2:-}
 build_dir=$(dirname "$tsv")
 printf '\n==> make test: stages\n'
-printf '%-22s %8s %6s  %s\n' stage seconds status lane
+printf '%-24s %8s %6s  %s\n' stage seconds status lane
 while IFS=$'\t' read -r stage seconds status lane; do
-    printf '%-22s %8s %6s  %s\n' "$stage" "$seconds" "$status" "${lane:-}"
+    printf '%-24s %8s %6s  %s\n' "$stage" "$seconds" "$status" "${lane:-}"
 done < "$tsv"
 if [ -n "$started" ]; then
-    printf '%-22s %8s\n' total "$(( $(date +%s) - started ))"
+    printf '%-24s %8s\n' total "$(( $(date +%s) - started ))"
 fi
 if [ -s "$build_dir/prebuild.log" ]; then
     printf '\n==> background builds (tests/cluster/prebuild.py)\n'
