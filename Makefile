@@ -298,7 +298,7 @@ matrix-edges-jobs: venv cluster-up ## matrix-edges' integration step only: the A
 # fleet's and the second worker's), started for them and stopped afterwards whatever the outcome.
 JOBS_CLUSTER = VMSCHED_CLUSTER_DIR=$(CURDIR)/.cluster-jobs VMSCHED_PORT_OFFSET=$$(( $${VMSCHED_PORT_OFFSET:-0} + 800 ))
 .PHONY: matrix-edges-jobs-apart
-matrix-edges-jobs-apart: venv ## make matrix-edges-jobs on a control plane of its own (.cluster-jobs/), stopped afterwards
+matrix-edges-jobs-apart: venv ## make matrix-edges-jobs on a control plane of its own (.cluster-jobs/), then stopped
 	@trap '$(JOBS_CLUSTER) PATH=$(BIN):$$PATH $(CLUSTER_DOWN) >/dev/null 2>&1 || true' EXIT; \
 	$(JOBS_CLUSTER) $(MAKE) --no-print-directory matrix-edges-jobs
 
