@@ -297,9 +297,11 @@ matrix-edges-jobs: venv cluster-up ## matrix-edges' integration step only: the A
 # does: on a control plane of the same releases of their own (state in .cluster-jobs/, ports moved by 800, between the
 # fleet's and the second worker's), started for them and stopped afterwards whatever the outcome.
 JOBS_CLUSTER = VMSCHED_CLUSTER_DIR=$(CURDIR)/.cluster-jobs VMSCHED_PORT_OFFSET=$$(( $${VMSCHED_PORT_OFFSET:-0} + 800 ))
+# Its stop, also in make test's EXIT trap should make test be cut short.
+JOBS_CLUSTER_DOWN = $(JOBS_CLUSTER) PATH=$(BIN):$$PATH $(CLUSTER_DOWN) >/dev/null 2>&1 || true
 .PHONY: matrix-edges-jobs-apart
 matrix-edges-jobs-apart: venv ## make matrix-edges-jobs on a control plane of its own (.cluster-jobs/), then stopped
-	@trap '$(JOBS_CLUSTER) PATH=$(BIN):$$PATH $(CLUSTER_DOWN) >/dev/null 2>&1 || true' EXIT; \
+	@trap '$(JOBS_CLUSTER_DOWN)' EXIT; \
 	$(JOBS_CLUSTER) $(MAKE) --no-print-directory matrix-edges-jobs
 
 .PHONY: surveys
@@ -354,7 +356,7 @@ test: ## lint, units, ee, the clusters' start beside the edges' checks; integrat
 	prebuild=$$!; \
 	trap 'kill -- -$$prebuild 2>/dev/null || true; [ ! -x $(BIN)/python ] || $(WORKERS_PY) down $(INTEGRATION_WORKERS) >/dev/null 2>&1 || true; \
 		[ ! -x $(BIN)/python ] || $(FLEET_PY) down $(FLEET) >/dev/null 2>&1 || true; \
-		[ ! -x $(BIN)/python ] || $(JOBS_CLUSTER) PATH=$(BIN):$$PATH $(CLUSTER_DOWN) >/dev/null 2>&1 || true; \
+		[ ! -x $(BIN)/python ] || $(JOBS_CLUSTER_DOWN); \
 		tests/stage_table.sh $(BUILD)/stages.tsv $$started' EXIT; \
 	export MAKE="$(MAKE)" KEEP_WORKER_CLUSTERS=1 SUITE_LEAVES_OUT="$(TEST_SUITE_LEAVES_OUT)"; \
 	tests/stages.sh $(BUILD)/stages.tsv - venv; \
