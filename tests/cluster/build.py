@@ -79,7 +79,8 @@ def _streaming_runner(cmd, cwd=None, env=None):
 
 
 def go_builder():
-    return gobuild.GoBuilder(runner=_streaming_runner, log=log)
+    """Builds run beside other work (two at a time, beside make test's stages): each compile's backend serial."""
+    return gobuild.GoBuilder(runner=_streaming_runner, log=log, serial_backend=True)
 
 
 def wrapper_replaces(module, version):

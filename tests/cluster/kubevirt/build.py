@@ -178,9 +178,10 @@ def ensure_built(version: str) -> Path:
 
 def _build(version, out, missing):
     src = source_dir(version)
-    # The release's vendored modules, never the caller's GOFLAGS; the rest as every go build here runs.
+    # The release's vendored modules, never the caller's GOFLAGS; the rest as every go build here runs (beside
+    # other work: each compile's backend serial).
     vendored = dict(os.environ, GOFLAGS="-mod=vendor", GOPROXY="off")
-    env = dict(vendored, **gobuild.go_env_overrides(vendored))
+    env = dict(vendored, **gobuild.go_env_overrides(vendored, serial_backend=True))
     started = time.monotonic()
     log(f"KubeVirt {version}: cold build of {', '.join(missing)}")
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:

@@ -172,6 +172,26 @@ def test_go_env_overrides_keep_user_goflags():
     assert go_env_overrides({})["GOFLAGS"] == "-buildvcs=false"
 
 
+def test_serial_backend_keeps_package_parallelism_and_leaves_a_callers_choice_alone():
+    assert gobuild.serial_backend_overrides({}, cores=2) == {"GOMAXPROCS": "1", "GOFLAGS": "-p=2"}
+    assert gobuild.serial_backend_overrides({"GOFLAGS": "-mod=vendor"}, cores=8) == {
+        "GOMAXPROCS": "1", "GOFLAGS": "-mod=vendor -p=8"}
+    assert gobuild.serial_backend_overrides({"GOMAXPROCS": "4"}, cores=2) == {}
+    assert gobuild.serial_backend_overrides({"GOFLAGS": "-p=3"}, cores=2) == {}
+
+
+def test_go_env_overrides_serial_backend_only_when_asked(monkeypatch):
+    monkeypatch.delenv("GOMAXPROCS", raising=False)
+    monkeypatch.delenv("GOFLAGS", raising=False)
+    env = go_env_overrides({"GOFLAGS": "-mod=vendor"}, serial_backend=True)
+    assert env["GOMAXPROCS"] == "1"
+    assert env["GOFLAGS"].split() == ["-mod=vendor", "-buildvcs=false", "-p=%d" % (os.cpu_count() or 1)]
+    assert "GOMAXPROCS" not in go_env_overrides({"GOFLAGS": "-mod=vendor"})
+    # The module's builds (scheduler_image_build) keep go's own backend concurrency; the harness asks for serial.
+    assert "GOMAXPROCS" not in GoBuilder(runner=FakeGo({})).env
+    assert GoBuilder(runner=FakeGo({}), serial_backend=True).env["GOMAXPROCS"] == "1"
+
+
 def test_go_env_overrides_set_the_build_gogc_unless_the_caller_chose_one():
     assert go_env_overrides({})["GOGC"] == BUILD_GOGC
     assert go_env_overrides({"GOGC": ""})["GOGC"] == BUILD_GOGC
