@@ -144,8 +144,10 @@ sanity: venv get-pip-standin ## ansible-test sanity (all tests, empty ignore fil
 	@cp -r "$$($(BIN)/python -c 'import os, ansible_collections.kubernetes.core as m; print(list(m.__path__)[0])')" \
 		$(BUILD)/sanity/ansible_collections/kubernetes/core
 	$(call say,"ansible-test sanity --python $(SANITY_PYTHON)")
-	cd $(SANITY_TREE) && env -u ANSIBLE_COLLECTIONS_PATH \
-		$(BIN)/ansible-test sanity --color no --requirements --python $(SANITY_PYTHON)
+	@# uv on PATH: the get-pip stand-in bootstraps pip in each sanity virtualenv with it (as tests/matrix/ does).
+	uv_dir=$$($(BIN)/python -c 'import os, sys; sys.path.insert(0, "tests/venv"); import uv_install; \
+		print(os.path.dirname(uv_install.uv_binary()))'); cd $(SANITY_TREE) && env -u ANSIBLE_COLLECTIONS_PATH \
+		PATH="$$uv_dir:$$PATH" $(BIN)/ansible-test sanity --color no --requirements --python $(SANITY_PYTHON)
 
 # ansible-test bootstraps pip in its virtualenvs with a get-pip script it cannot
 # download here; it uses a cached copy when there is one. Never replace a real one.

@@ -10,7 +10,7 @@ there. ansible-test runs it as::
 
     python get_pip_24_2.py --disable-pip-version-check pip==24.2 --no-setuptools --no-wheel
 
-When uv is on PATH (tests/matrix/ puts the one of tests/venv/uv_install.py there), uv
+When uv is on PATH (tests/matrix/ and make sanity put the one of tests/venv/uv_install.py there), uv
 installs the requested packages alone, which is what get-pip leaves: about 0.2 s
 of CPU against some 8 s for the other way, on each of the sanity tests' virtual
 environments a new machine makes. Otherwise we bootstrap the interpreter's
